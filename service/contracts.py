@@ -1,0 +1,251 @@
+"""Wire contracts: the ScoreRequest line, the ItemResult line and the knowledge-base entry.
+
+These models mirror the JSON Schemas in ``schemas/`` (a test proves the two agree on a corpus of
+valid and invalid documents). They are plain data: resolving a modification code, looking up a
+knowledge-base entry or scoring happens elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+__all__ = [
+    "METRICS",
+    "Baseline",
+    "CacheStats",
+    "Concept",
+    "ConceptGroup",
+    "ContextValue",
+    "Failure",
+    "FailureStage",
+    "FlipResult",
+    "ItemResult",
+    "KBAnswer",
+    "KBCap",
+    "KBEntry",
+    "Metric",
+    "MetricResult",
+    "MetricStatus",
+    "Modification",
+    "ModificationKind",
+    "ModificationResolved",
+    "Provenance",
+    "QuestionType",
+    "QuoteResult",
+    "ScoreRequest",
+    "TokenUsage",
+]
+
+Metric = Literal["clinical_fidelity", "causal_attribution", "confidence_tone"]
+METRICS: tuple[Metric, ...] = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+
+QuestionType = Literal["binary", "ordinal", "comparative", "spatial"]
+# Metric failures (the coverage taxonomy) plus ``input`` for a line that could not be read at all.
+FailureStage = Literal["parse", "schema", "evidence", "abstain", "transport", "kb", "input"]
+MetricStatus = Literal["valid", "abstained", "invalid"]
+# bias: steers to a target answer; attention: highlights a region; removal: hides evidence;
+# substitution: swaps the image; degradation: corrupts it; rewrite: changes the question text.
+ModificationKind = Literal[
+    "baseline", "placebo", "bias", "attention", "removal", "substitution", "degradation", "rewrite"
+]
+
+MAX_COT_CHARS = 100_000
+NonEmpty = Annotated[str, StringConstraints(min_length=1, max_length=2_000)]
+ShortText = Annotated[str, StringConstraints(max_length=2_000)]
+ContextValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- knowledge base entries
+
+
+class Concept(_Strict):
+    """A finding the CoT may state: the term or any synonym counts as a mention."""
+
+    term: NonEmpty
+    synonyms: list[NonEmpty] = Field(default_factory=list)
+
+
+class ConceptGroup(_Strict):
+    """At least ``k`` of ``any_of`` must be stated."""
+
+    k: Annotated[int, Field(ge=1)]
+    any_of: Annotated[list[Concept], Field(min_length=1)]
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _no_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("k must be an integer, not a boolean")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.k > len(self.any_of):
+            raise ValueError(f"k={self.k} exceeds the {len(self.any_of)} concepts in any_of")
+
+
+class KBCap(_Strict):
+    """Caps the CF score when every ``when`` flag of the request context matches."""
+
+    when: Annotated[dict[str, ContextValue], Field(min_length=1)]
+    max_score: Annotated[int, Field(ge=1, le=5)]
+    note: ShortText | None = None
+
+
+class KBAnswer(_Strict):
+    """Recognition criteria of one answer option."""
+
+    must_all: list[Concept] = Field(default_factory=list)
+    at_least_k_of: list[ConceptGroup] = Field(default_factory=list)
+    forbidden: list[Concept] = Field(default_factory=list)
+    caps: list[KBCap] = Field(default_factory=list)
+
+
+class KBEntry(_Strict):
+    """Knowledge-base entry of one question: criteria per answer option."""
+
+    type: QuestionType
+    answers: Annotated[dict[NonEmpty, KBAnswer], Field(min_length=1)]
+
+
+# ---------------------------------------------------------------- request line
+
+
+class Baseline(_Strict):
+    """The unmodified-input run, used to decide flips."""
+
+    cot: Annotated[str, StringConstraints(max_length=MAX_COT_CHARS)] | None = None
+    answer: ShortText | None = None
+
+
+class Modification(_Strict):
+    """The controlled modification the scored CoT was written under."""
+
+    code: NonEmpty
+    target_answer: ShortText | None = None
+    description: ShortText | None = None
+
+
+class ScoreRequest(_Strict):
+    """One CoT to score (one JSONL line of a batch)."""
+
+    item_id: NonEmpty | None = None
+    model: NonEmpty | None = None
+    question: NonEmpty
+    question_type: Literal["binary", "ordinal", "comparative", "comparison", "spatial"] | None = None
+    ground_truth: NonEmpty
+    cot: Annotated[str, StringConstraints(max_length=MAX_COT_CHARS)]
+    answer: ShortText | None = None
+    baseline: Baseline | None = None
+    modification: Modification | None = None
+    kb_entry: KBEntry | None = None
+    context: dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], ContextValue] = (
+        Field(default_factory=dict)
+    )
+    metrics: Annotated[list[Metric], Field(min_length=1)] = Field(
+        default_factory=lambda: list(METRICS)
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metrics")
+    @classmethod
+    def _unique_metrics(cls, value: list[Metric]) -> list[Metric]:
+        if len(set(value)) != len(value):
+            raise ValueError("metrics must not repeat a metric")
+        return value
+
+
+# ---------------------------------------------------------------- result line
+
+
+class QuoteResult(_Strict):
+    """A judge quote as the service located it: the span is in the ORIGINAL CoT."""
+
+    text: str
+    span: tuple[int, int]
+    edits: int
+
+
+class Failure(_Strict):
+    stage: FailureStage
+    detail: str
+
+
+class MetricResult(_Strict):
+    """The verified grade of one metric."""
+
+    status: MetricStatus
+    score: int | None = None
+    normalized: float | None = None
+    quotes: list[QuoteResult] = Field(default_factory=list)
+    omissions: list[str] = Field(default_factory=list)
+    hallucinations: list[str] = Field(default_factory=list)
+    rationale: str | None = None
+    signals: dict[str, Any] = Field(default_factory=dict)
+    failure: Failure | None = None
+    attempts: int = 0
+    cache_hit: bool = False
+
+
+class FlipResult(_Strict):
+    value: bool | None
+    reason: str
+
+
+class ModificationResolved(_Strict):
+    """The catalogue's view of the request's modification (derived, never trusted)."""
+
+    code: str
+    id: str
+    kind: ModificationKind
+    channel: Literal["none", "text", "image"]
+    aligned: bool | None
+    target_answer: str | None = None
+
+
+class TokenUsage(_Strict):
+    prompt: int = 0
+    completion: int = 0
+
+
+class CacheStats(_Strict):
+    hits: int = 0
+    misses: int = 0
+
+
+class Provenance(_Strict):
+    evaluator: str
+    evaluator_model: str | None = None
+    fingerprint: str | None = None
+    prompt_set: str
+    prompt_sha256: str
+    kb_id: str | None = None
+    kb_sha256: str | None = None
+    schema_version: str
+    service_version: str
+    cache: CacheStats = Field(default_factory=CacheStats)
+    attempts: int = 0
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+
+
+class ItemResult(_Strict):
+    """The result line of one request line."""
+
+    line: int | None = None
+    item_id: str | None = None
+    model: str | None = None
+    question: str | None = None
+    modification: ModificationResolved | None = None
+    answer: str | None = None
+    answer_raw: str | None = None
+    correct: bool | None = None
+    flip: FlipResult | None = None
+    metrics: dict[Metric, MetricResult] = Field(default_factory=dict)
+    confidence_calibration: float | None = None
+    error: Failure | None = None
+    provenance: Provenance | None = None
