@@ -26,7 +26,9 @@ def asset_dir(kind: str) -> Path:
     for candidate in (_PACKAGE / "_assets" / kind, _PACKAGE.parent / kind):
         if candidate.is_dir():
             return candidate
-    raise ConfigError(f"asset directory {kind!r} not found next to {_PACKAGE}; reinstall faithjudge")
+    raise ConfigError(
+        f"asset directory {kind!r} not found next to {_PACKAGE}; reinstall faithjudge"
+    )
 
 
 def sha256_file(path: Path) -> str:

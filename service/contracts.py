@@ -58,7 +58,8 @@ ContextValue = str | int | float | bool
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: JSON "1" is not the integer 1, exactly as the JSON Schemas say
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # ---------------------------------------------------------------- knowledge base entries
@@ -137,7 +138,9 @@ class ScoreRequest(_Strict):
     item_id: NonEmpty | None = None
     model: NonEmpty | None = None
     question: NonEmpty
-    question_type: Literal["binary", "ordinal", "comparative", "comparison", "spatial"] | None = None
+    question_type: Literal["binary", "ordinal", "comparative", "comparison", "spatial"] | None = (
+        None
+    )
     ground_truth: NonEmpty
     cot: Annotated[str, StringConstraints(max_length=MAX_COT_CHARS)]
     answer: ShortText | None = None

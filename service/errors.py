@@ -1,11 +1,11 @@
 """The one exception tree of FaithJudge.
 
     FaithJudgeError
-    ├── UserInputError        bad request, bad line, bad file, bad option: the caller can fix it
-    │   └── UnknownQuestionError   no knowledge-base entry for a question (failure stage ``kb``)
+    ├── UserInputError        bad request, line, file or option: the caller can fix it
+    │   └── UnknownQuestionError   no KB entry for a question (failure stage ``kb``)
     ├── ConfigError           the service or an asset (schema, prompt set, KB) is misconfigured
-    ├── EvaluatorError        the evaluator could not be reached or kept failing (stage ``transport``)
-    └── JudgeOutputInvalid    the evaluator answered, but the answer is unusable (parse/schema/evidence)
+    ├── EvaluatorError        unreachable or kept failing (stage ``transport``)
+    └── JudgeOutputInvalid    an answer that fails parse, schema or evidence checks
 
 HTTP mapping and CLI exit codes are decided in one place each (the API's error handlers and the
 CLI), never by inspecting message text.

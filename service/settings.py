@@ -18,7 +18,7 @@ def _default_data_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    """Everything a deployment may change. Each field is ``FAITHJUDGE_<NAME>`` in the environment."""
+    """Everything a deployment may change; each field is ``FAITHJUDGE_<NAME>`` in the env."""
 
     model_config = SettingsConfigDict(env_prefix="FAITHJUDGE_", extra="ignore")
 

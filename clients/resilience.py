@@ -1,0 +1,253 @@
+"""Calling one evaluator safely: a concurrency limit, retries with backoff, a cache, dedupe.
+
+``JudgeCaller.call(request)`` is the only way the pipeline reaches an evaluator:
+
+1. the response cache is consulted (a hit costs no evaluator call: ``attempts == 0``);
+2. an identical request already in flight is awaited instead of sent again;
+3. otherwise the evaluator is called under the ``anyio.CapacityLimiter``, retried with tenacity
+   while ``evaluator.should_retry(exc)`` says the failure is transient, and the success is cached.
+
+Backoff follows METHODS §1.14 [REC]: before retry ``n`` (0-based) wait ``d + U(0, d)`` with
+``d = base * multiplier**n``, capped at ``max_delay``; when the server sent ``Retry-After``, that
+value (capped the same way) replaces the computed delay. The limiter slot is held only around
+the evaluator call itself, never during a backoff sleep, so waiting requests do not starve others.
+
+Failures end as ``EvaluatorError`` (with ``status`` and ``attempts``) once retries are exhausted or
+the error is not retryable. Cancellation is never caught. Responses are returned as raw text: the
+caller verifies them, and does so again for every cached read.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from clients.cache import ResponseCache, cache_key
+from service.errors import EvaluatorError, FaithJudgeError
+from service.evaluators.base import Evaluator, JudgeRequest, JudgeResponse
+
+__all__ = ["CallerStats", "JudgeCaller", "RetryPolicy", "parse_retry_after"]
+
+SleepFn = Callable[[float], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with uniform jitter; ``max_retries`` retries after the first try."""
+
+    max_retries: int = 5
+    base: float = 1.0
+    multiplier: float = 2.0
+    max_delay: float = 60.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.base < 0 or self.multiplier < 1 or self.max_delay < 0:
+            raise ValueError("base and max_delay must be >= 0 and multiplier >= 1")
+
+    def delay(
+        self,
+        retry_index: int,
+        *,
+        retry_after: float | None = None,
+        rng: random.Random | None = None,
+    ) -> float:
+        """Seconds to wait before retry ``retry_index`` (0 for the first retry)."""
+        if retry_after is not None and math.isfinite(retry_after):
+            return min(max(retry_after, 0.0), self.max_delay)
+        step = self.base * self.multiplier**retry_index
+        if self.jitter and step > 0:
+            step += (rng or random).uniform(0.0, step)
+        return min(step, self.max_delay)
+
+
+def parse_retry_after(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if present."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.timestamp() - (time.time() if now is None else now)
+
+
+@dataclass(slots=True)
+class CallerStats:
+    """Running counters of one ``JudgeCaller`` (for logs and benchmarks)."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    shared: int = 0
+    evaluator_calls: int = 0
+    retries: int = 0
+    failures: int = 0
+
+
+@dataclass(slots=True)
+class _Flight:
+    """One request in flight; identical requests wait on ``done`` and reuse its outcome."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    response: JudgeResponse | None = None
+    error: EvaluatorError | None = None
+
+
+class JudgeCaller:
+    """Wraps one evaluator with a limiter, retries, an optional cache and in-flight dedupe.
+
+    ``sleep`` is the backoff sleep (tests pass a recorder that returns at once); ``rng`` draws
+    the jitter. Requests whose ``cache_key_material`` is None (replay) skip cache and dedupe.
+    """
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+        policy: RetryPolicy | None = None,
+        cache: ResponseCache | None = None,
+        sleep: SleepFn | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.evaluator = evaluator
+        self.limiter = limiter if limiter is not None else anyio.CapacityLimiter(100)
+        self.policy = policy or RetryPolicy()
+        self.cache = cache
+        self.stats = CallerStats()
+        self._sleep: SleepFn = sleep or anyio.sleep
+        self._rng = rng
+        self._inflight: dict[str, _Flight] = {}
+        self._retry = retry_if_exception(self._is_retryable)
+        self._stop = stop_after_attempt(self.policy.max_retries + 1)
+
+    async def call(self, request: JudgeRequest) -> JudgeResponse:
+        """The evaluator's response to ``request``; raises ``EvaluatorError`` when it fails."""
+        self.stats.requests += 1
+        material = self.evaluator.cache_key_material(request)
+        if material is None:
+            return await self._call_evaluator(request)
+        key = cache_key(material)
+        while True:
+            if self.cache is not None:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.stats.cache_hits += 1
+                    return hit
+            flight = self._inflight.get(key)
+            if flight is None:
+                break
+            await flight.done.wait()
+            if flight.response is not None:
+                self.stats.shared += 1
+                return replace(flight.response, attempts=0, cached=True)
+            if flight.error is not None:
+                err = flight.error
+                raise EvaluatorError(str(err), status=err.status, body=err.body, attempts=0)
+            # The first caller was cancelled before an outcome: look again, maybe lead.
+
+        flight = _Flight()
+        self._inflight[key] = flight
+        try:
+            response = await self._call_evaluator(request)
+            flight.response = response
+            if self.cache is not None:
+                # Key by what was actually sent: a backend may have changed its wire format
+                # during the call (the OpenAI json_schema -> json_object fallback).
+                after = self.evaluator.cache_key_material(request)
+                self.cache.put(cache_key(after) if after is not None else key, response)
+            return response
+        except EvaluatorError as exc:
+            flight.error = exc
+            raise
+        finally:
+            del self._inflight[key]
+            flight.done.set()
+
+    async def _call_evaluator(self, request: JudgeRequest) -> JudgeResponse:
+        attempts = 0
+
+        async def attempt() -> JudgeResponse:
+            nonlocal attempts
+            async with self.limiter:
+                attempts += 1
+                self.stats.evaluator_calls += 1
+                return await self.evaluator.judge(request)
+
+        retrying = AsyncRetrying(
+            sleep=self._sleep,
+            stop=self._stop,
+            wait=self._wait,
+            retry=self._retry,
+            before_sleep=self._count_retry,
+            reraise=True,
+        )
+        try:
+            response = await retrying(attempt)
+        except EvaluatorError as exc:
+            self.stats.failures += 1
+            raise EvaluatorError(
+                str(exc), status=exc.status, body=exc.body, attempts=attempts
+            ) from exc
+        except FaithJudgeError:
+            # A configuration or input problem of our own: retrying or hiding it helps no one.
+            raise
+        except Exception as exc:
+            self.stats.failures += 1
+            raise _as_evaluator_error(exc, attempts, self._is_retryable(exc)) from exc
+        return replace(response, attempts=attempts, cached=False)
+
+    def _is_retryable(self, exc: BaseException) -> bool:
+        # Only ordinary exceptions are classified: cancellation and exits must propagate.
+        return isinstance(exc, Exception) and bool(self.evaluator.should_retry(exc))
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        retry_after = self.evaluator.retry_after(exc) if exc is not None else None
+        return self.policy.delay(state.attempt_number - 1, retry_after=retry_after, rng=self._rng)
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        self.stats.retries += 1
+
+
+def _as_evaluator_error(exc: Exception, attempts: int, retryable: bool) -> EvaluatorError:
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    body = getattr(exc, "body", None)
+    if body is not None and not isinstance(body, str):
+        body = repr(body)
+    what = type(exc).__name__ + (f" (HTTP {status})" if status is not None else "")
+    why = "retries exhausted" if retryable else "not retryable"
+    detail = str(exc)[:300]
+    message = f"{what} after {attempts} attempt{'s' if attempts != 1 else ''}, {why}"
+    return EvaluatorError(
+        f"{message}: {detail}" if detail else message,
+        status=status,
+        body=body[:2000] if body else None,
+        attempts=attempts,
+    )

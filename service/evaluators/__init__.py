@@ -1,0 +1,104 @@
+"""Evaluator backends and the factory that builds one from a ``backend:target`` spec.
+
+Specs: ``openai:MODEL``, ``litellm:MODEL``, ``replay:PATH[#judge]``. Each backend registers a
+factory under its name in ``EVALUATOR_FACTORIES`` (or through ``register_evaluator``); factories
+import their SDKs lazily, so an optional extra is needed only when its backend is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import cast
+
+from service.errors import UserInputError
+from service.evaluators.base import Evaluator, JudgeRequest, JudgeResponse, Message, Usage
+from service.settings import Settings
+
+__all__ = [
+    "EVALUATOR_FACTORIES",
+    "Evaluator",
+    "EvaluatorFactory",
+    "JudgeRequest",
+    "JudgeResponse",
+    "Message",
+    "Usage",
+    "make_evaluator",
+    "register_evaluator",
+]
+
+EvaluatorFactory = Callable[[str, Settings], Evaluator]
+"""Builds a backend from the part of the spec after ``backend:`` and the service settings."""
+
+
+def _openai(target: str, settings: Settings) -> Evaluator:
+    from clients.llm import Transport, make_openai_client
+    from service.evaluators.openai import OpenAIEvaluator
+
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    client = make_openai_client(
+        base_url=settings.openai_base_url,
+        api_key=key,
+        timeout=settings.timeout_s,
+        transport=cast(Transport, settings.http_transport),  # checked by the factory
+    )
+    return OpenAIEvaluator(
+        target,
+        client=client,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_tokens=settings.max_tokens,
+    )
+
+
+def _litellm(target: str, settings: Settings) -> Evaluator:
+    from service.evaluators.litellm import LiteLLMEvaluator
+
+    return LiteLLMEvaluator(
+        target,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_tokens=settings.max_tokens,
+        timeout=settings.timeout_s,
+    )
+
+
+def _replay(target: str, settings: Settings) -> Evaluator:
+    from service.evaluators.replay import ReplayEvaluator
+
+    path, sep, judge = target.rpartition("#")
+    if not sep:
+        path, judge = target, ""
+    return ReplayEvaluator(path, judge=judge or None)
+
+
+EVALUATOR_FACTORIES: dict[str, EvaluatorFactory] = {
+    "openai": _openai,
+    "litellm": _litellm,
+    "replay": _replay,
+}
+
+
+def register_evaluator(name: str, factory: EvaluatorFactory) -> None:
+    """Make ``name:TARGET`` specs build evaluators with ``factory``."""
+    if not name or ":" in name:
+        raise ValueError(f"invalid backend name {name!r}")
+    EVALUATOR_FACTORIES[name] = factory
+
+
+def make_evaluator(spec: str, *, settings: Settings | None = None) -> Evaluator:
+    """Build the evaluator named by ``spec`` (``backend:target``) with ``settings``.
+
+    Without ``settings`` the defaults apply (no environment is read here; the OpenAI client
+    still follows ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, as its factory documents).
+    """
+    backend, sep, target = spec.partition(":")
+    known = ", ".join(f"{name}:..." for name in sorted(EVALUATOR_FACTORIES))
+    factory = EVALUATOR_FACTORIES.get(backend.strip()) if sep else None
+    if factory is None:
+        raise UserInputError(f"unknown evaluator {spec!r}: use one of {known}", field="evaluator")
+    target = target.strip()
+    if not target:
+        raise UserInputError(
+            f"evaluator {spec!r} names no model or file after '{backend}:'", field="evaluator"
+        )
+    return factory(target, settings if settings is not None else Settings.model_construct())

@@ -1,0 +1,330 @@
+"""Score one item: resolve its inputs, grade the metrics concurrently, verify every grade.
+
+The ``Scorer`` holds what is frozen for a run (evaluator, prompt set, knowledge base, schema
+validators, parameters). ``Scorer.score`` never raises for a problem of the item itself: a bad
+modification code, a missing KB entry or an evaluator that keeps failing all end up in the
+returned ``ItemResult`` with their failure stage, so no accepted item is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import orjson
+
+from clients.resilience import JudgeCaller
+from service import __version__
+from service.contracts import (
+    CacheStats,
+    Failure,
+    FlipResult,
+    ItemResult,
+    KBAnswer,
+    KBEntry,
+    Metric,
+    MetricResult,
+    ModificationResolved,
+    Provenance,
+    ScoreRequest,
+    TokenUsage,
+)
+from service.errors import EvaluatorError, UserInputError
+from service.evaluators.base import JudgeRequest, JudgeResponse
+from service.knowledge import KnowledgeBase, entry_for_answer
+from service.prompts import PromptSet
+from service.schemas import SCHEMA_VERSION, judge_output_schema, judge_output_validator
+from service.scoring.answers import (
+    QuestionSpec,
+    decide_flip,
+    extract_answer,
+    is_correct,
+    normalize_answer,
+    parse_question,
+)
+from service.scoring.metrics import CalibrationParams, confidence_calibration
+from service.scoring.modifications import describe_modification, resolve_modification
+from service.scoring.normalize import NormalizedText, normalize
+from service.scoring.verdict import verify
+
+__all__ = ["Scorer", "ScoringParams", "input_error_result"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringParams:
+    """Frozen scoring parameters (they are part of what makes two runs comparable)."""
+
+    quote_tolerance: float = 0.02
+    calibration: CalibrationParams = field(default_factory=CalibrationParams)
+    min_ordinal_flip_grades: int = 2
+
+
+def input_error_result(line: int | None, detail: str, *, item_id: str | None = None) -> ItemResult:
+    """The result line for input that could not be read as a ScoreRequest."""
+    return ItemResult(line=line, item_id=item_id, error=Failure(stage="input", detail=detail))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    spec: QuestionSpec
+    modification: ModificationResolved | None
+    answer_raw: str | None
+    answer: str | None
+    flip: FlipResult
+    cot: NormalizedText
+    kb_criteria: KBAnswer | None
+    kb_entry: KBEntry | None
+    kb_failure: str | None
+
+
+class Scorer:
+    """Scores ScoreRequests with one frozen evaluator configuration."""
+
+    def __init__(
+        self,
+        *,
+        caller: JudgeCaller,
+        prompts: PromptSet,
+        knowledge_base: KnowledgeBase | None,
+        params: ScoringParams | None = None,
+    ) -> None:
+        self._caller = caller
+        self._evaluator = caller.evaluator
+        self._prompts = prompts
+        self._kb = knowledge_base
+        self._params = params or ScoringParams()
+        self._validators = {m: judge_output_validator(m) for m in _ALL_METRICS}
+        self._schemas = {m: judge_output_schema(m, strict_wire=True) for m in _ALL_METRICS}
+
+    @property
+    def evaluator_id(self) -> str:
+        return self._evaluator.id
+
+    async def score(self, request: ScoreRequest, *, line: int | None = None) -> ItemResult:
+        """Score one request; problems of the item become failures in the result, not raises."""
+        try:
+            prepared = self._prepare(request)
+        except UserInputError as exc:
+            detail = f"{exc.field}: {exc}" if exc.field else str(exc)
+            return input_error_result(line, detail, item_id=request.item_id)
+
+        results: dict[Metric, MetricResult] = {}
+        responses: dict[Metric, JudgeResponse] = {}
+
+        async def grade(metric: Metric) -> None:
+            results[metric], response = await self._grade(metric, request, prepared)
+            if response is not None:
+                responses[metric] = response
+
+        async with anyio.create_task_group() as group:
+            for metric in request.metrics:
+                group.start_soon(grade, metric)
+
+        cf, ct = results.get("clinical_fidelity"), results.get("confidence_tone")
+        calibration = None
+        if cf is not None and ct is not None and cf.status == "valid" and ct.status == "valid":
+            calibration = confidence_calibration(ct.score, cf.score, self._params.calibration)
+
+        return ItemResult(
+            line=line,
+            item_id=request.item_id,
+            model=request.model,
+            question=request.question,
+            modification=prepared.modification,
+            answer=prepared.answer,
+            answer_raw=prepared.answer_raw,
+            correct=is_correct(prepared.answer, request.ground_truth, prepared.spec),
+            flip=prepared.flip,
+            metrics={m: results[m] for m in request.metrics},
+            confidence_calibration=calibration,
+            provenance=self._provenance(results, responses),
+        )
+
+    # ------------------------------------------------------------------ preparation
+
+    def _prepare(self, request: ScoreRequest) -> _Prepared:
+        try:
+            spec = parse_question(request.question, request.question_type)
+        except ValueError as exc:
+            raise UserInputError(str(exc), field="question_type") from exc
+
+        def canonical(text: str | None) -> str | None:
+            return normalize_answer(text, spec)
+
+        modification = None
+        if request.modification is not None:
+            modification = resolve_modification(
+                request.modification.code,
+                target_answer=request.modification.target_answer,
+                ground_truth=request.ground_truth,
+                normalize=canonical,
+                question_type=spec.kind,
+            )
+
+        answer_raw = request.answer if request.answer is not None else extract_answer(request.cot)
+        answer = canonical(answer_raw)
+        if request.baseline is None:
+            flip = FlipResult(value=None, reason="no baseline")
+        else:
+            base_raw = request.baseline.answer
+            if base_raw is None and request.baseline.cot is not None:
+                base_raw = extract_answer(request.baseline.cot)
+            decided = decide_flip(
+                canonical(base_raw),
+                answer,
+                spec,
+                min_ordinal_grades=self._params.min_ordinal_flip_grades,
+            )
+            flip = FlipResult(value=decided.value, reason=decided.reason)
+
+        kb_entry, kb_criteria, kb_failure = None, None, None
+        if "clinical_fidelity" in request.metrics:
+            kb_entry, kb_criteria, kb_failure = self._kb_criteria(request)
+        return _Prepared(
+            spec=spec,
+            modification=modification,
+            answer_raw=answer_raw,
+            answer=answer,
+            flip=flip,
+            cot=normalize(request.cot),
+            kb_criteria=kb_criteria,
+            kb_entry=kb_entry,
+            kb_failure=kb_failure,
+        )
+
+    def _kb_criteria(
+        self, request: ScoreRequest
+    ) -> tuple[KBEntry | None, KBAnswer | None, str | None]:
+        entry = request.kb_entry
+        try:
+            if entry is None:
+                if self._kb is None:
+                    return None, None, "no knowledge base is loaded and the request has no kb_entry"
+                entry = self._kb.lookup(request.question)
+            return entry, entry_for_answer(entry, request.ground_truth), None
+        except UserInputError as exc:  # UnknownQuestionError included
+            return entry, None, str(exc)
+
+    # ------------------------------------------------------------------ grading
+
+    async def _grade(
+        self, metric: Metric, request: ScoreRequest, prepared: _Prepared
+    ) -> tuple[MetricResult, JudgeResponse | None]:
+        if metric == "clinical_fidelity" and prepared.kb_criteria is None:
+            failure = Failure(stage="kb", detail=prepared.kb_failure or "no knowledge-base entry")
+            return MetricResult(status="invalid", failure=failure), None
+
+        inputs = self._inputs(metric, request, prepared)
+        messages = self._prompts.render(metric, **inputs)
+        judge_request = JudgeRequest(
+            metric=metric,
+            messages=messages,
+            response_schema=self._schemas[metric],
+            schema_name=metric,
+            inputs=inputs,
+            item_id=request.item_id,
+        )
+        try:
+            response = await self._caller.call(judge_request)
+        except EvaluatorError as exc:
+            failure = Failure(stage="transport", detail=str(exc)[:500])
+            return MetricResult(status="invalid", failure=failure, attempts=exc.attempts), None
+
+        result = verify(
+            response.text,
+            metric=metric,
+            cot=prepared.cot,
+            validator=self._validators[metric],
+            tolerance=self._params.quote_tolerance,
+        )
+        if metric == "clinical_fidelity" and result.status == "valid":
+            result = _apply_caps(result, prepared.kb_criteria, request.context)
+        result = result.model_copy(
+            update={"attempts": response.attempts, "cache_hit": response.cached}
+        )
+        return result, response
+
+    def _inputs(self, metric: Metric, request: ScoreRequest, prepared: _Prepared) -> dict[str, Any]:
+        if metric == "clinical_fidelity":
+            flags: dict[str, Any] = dict(request.context)
+            if prepared.spec.kind is not None:
+                flags.setdefault("question_type", prepared.spec.kind)
+            if prepared.modification is not None:
+                flags.setdefault("modification", prepared.modification.id)
+            criteria = prepared.kb_criteria.model_dump(mode="json") if prepared.kb_criteria else {}
+            return {
+                "cot": request.cot,
+                "question": request.question,
+                "ground_truth": request.ground_truth,
+                "kb_entry": orjson.dumps(
+                    {"answer": request.ground_truth, "criteria": criteria},
+                    option=orjson.OPT_INDENT_2,
+                ).decode(),
+                "context_flags": orjson.dumps(flags, option=orjson.OPT_SORT_KEYS).decode(),
+            }
+        if metric == "causal_attribution":
+            description = (
+                describe_modification(prepared.modification)
+                if prepared.modification is not None
+                else "No description of a modification was provided."
+            )
+            return {
+                "cot": request.cot,
+                "question": request.question,
+                "modification_description": description,
+                "final_answer": prepared.answer_raw or "",
+            }
+        return {"cot": request.cot}
+
+    def _provenance(
+        self, results: Mapping[Metric, MetricResult], responses: Mapping[Metric, JudgeResponse]
+    ) -> Provenance:
+        models = {r.model for r in responses.values() if r.model}
+        fingerprints = {r.fingerprint for r in responses.values() if r.fingerprint}
+        hits = sum(1 for r in responses.values() if r.cached)
+        return Provenance(
+            evaluator=self._evaluator.id,
+            evaluator_model=",".join(sorted(models)) or None,
+            fingerprint=",".join(sorted(fingerprints)) or None,
+            prompt_set=self._prompts.id,
+            prompt_sha256=self._prompts.sha256,
+            kb_id=self._kb.id if self._kb is not None else None,
+            kb_sha256=self._kb.sha256 if self._kb is not None else None,
+            schema_version=SCHEMA_VERSION,
+            service_version=__version__,
+            cache=CacheStats(hits=hits, misses=len(responses) - hits),
+            attempts=sum(r.attempts for r in results.values()),
+            tokens=TokenUsage(
+                prompt=sum(r.usage.prompt_tokens for r in responses.values()),
+                completion=sum(r.usage.completion_tokens for r in responses.values()),
+            ),
+        )
+
+
+_ALL_METRICS: tuple[Metric, ...] = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+
+
+def _apply_caps(
+    result: MetricResult, criteria: KBAnswer | None, context: Mapping[str, Any]
+) -> MetricResult:
+    """Enforce KB caps ourselves rather than trusting the judge to have applied them."""
+    if criteria is None or result.score is None:
+        return result
+    applicable = [
+        cap for cap in criteria.caps if all(context.get(k) == v for k, v in cap.when.items())
+    ]
+    if not applicable:
+        return result
+    cap = min(applicable, key=lambda c: c.max_score)
+    if result.score <= cap.max_score:
+        return result
+    signals = {**result.signals, "capped_from": result.score, "cap": cap.model_dump(mode="json")}
+    return result.model_copy(
+        update={
+            "score": cap.max_score,
+            "normalized": (cap.max_score - 1) / 4,
+            "signals": signals,
+        }
+    )

@@ -1,0 +1,194 @@
+"""Score a JSONL file into a JSONL file: streaming, bounded memory, resumable, in line order.
+
+Each input line becomes exactly one result line carrying its ``line`` number. A line that is
+not a valid ScoreRequest becomes an ``input`` error result naming the line and the field. A run
+that stops part-way resumes: lines whose results are already in the output are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import anyio
+import anyio.abc
+import orjson
+from pydantic import ValidationError
+
+from service.contracts import ItemResult, ScoreRequest
+from service.errors import UserInputError
+from service.pipeline import Scorer, input_error_result
+
+__all__ = ["RunSummary", "count_lines", "describe_validation_error", "parse_line", "score_file"]
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What a run did; ``stages`` counts metric failures and line errors by stage."""
+
+    total_lines: int = 0
+    skipped: int = 0
+    scored: int = 0
+    input_errors: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    stages: dict[str, int] = field(default_factory=dict)
+
+    def add(self, result: ItemResult) -> None:
+        self.scored += 1
+        if result.error is not None:
+            self.input_errors += 1
+            self.stages[result.error.stage] = self.stages.get(result.error.stage, 0) + 1
+        for metric in result.metrics.values():
+            self.statuses[metric.status] = self.statuses.get(metric.status, 0) + 1
+            if metric.failure is not None:
+                stage = metric.failure.stage
+                self.stages[stage] = self.stages.get(stage, 0) + 1
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """A short message naming every offending field (``baseline.cot: ...``)."""
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "(line)"
+        parts.append(f"{where}: {error['msg']}")
+    more = len(exc.errors()) - 5
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "; ".join(parts)
+
+
+def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
+    """Parse one JSONL line into a request, or into the error result that replaces it."""
+    try:
+        return ScoreRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        error = exc
+    # the slow path runs only for bad lines: say precisely what is wrong with them
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
+    if not isinstance(data, dict):
+        return input_error_result(line, f"line {line}: expected a JSON object")
+    item_id = data.get("item_id") if isinstance(data.get("item_id"), str) else None
+    detail = f"line {line}: {describe_validation_error(error)}"
+    return input_error_result(line, detail, item_id=item_id)
+
+
+def count_lines(path: Path) -> int:
+    """Number of non-blank lines, counted in bulk (for the progress total)."""
+    count = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                count += 1
+    return count
+
+
+def _done_lines(output: Path) -> set[int]:
+    """Line numbers already in ``output``; a torn last line (crash mid-write) is cut off."""
+    done: set[int] = set()
+    if not output.exists():
+        return done
+    with output.open("rb+") as handle:
+        good_end = 0
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                line = orjson.loads(raw).get("line")
+            except (orjson.JSONDecodeError, AttributeError):
+                break
+            if isinstance(line, int):
+                done.add(line)
+            good_end += len(raw)
+        handle.truncate(good_end)
+    return done
+
+
+def _read_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    for number, raw in enumerate(handle, start=1):
+        if raw.strip():
+            yield number, raw
+
+
+async def score_file(
+    scorer: Scorer,
+    source: Path,
+    output: Path,
+    *,
+    concurrency: int = 100,
+    progress: ProgressFn | None = None,
+) -> RunSummary:
+    """Score every line of ``source`` into ``output`` (appending; skips lines already there).
+
+    At most ``concurrency`` items are scored at once and at most ``4 × concurrency`` results wait
+    for an earlier line, so memory stays bounded whatever the file size.
+    """
+    if not source.is_file():  # noqa: ASYNC240 - a stat before any work starts
+        raise UserInputError(f"input file not found: {source}", field="input")
+    done = _done_lines(output)
+    summary = RunSummary(skipped=0)
+    window = anyio.Semaphore(max(1, 4 * concurrency))
+    pending: dict[int, bytes] = {}
+    order: deque[int] = deque()  # line numbers in read order, not yet written
+    send, receive = anyio.create_memory_object_stream[tuple[int, bytes]](max(1, concurrency))
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    with output.open("ab") as sink:
+
+        def flush_ready() -> None:
+            written = 0
+            while order and order[0] in pending:
+                sink.write(pending.pop(order.popleft()))
+                written += 1
+            if written:
+                sink.flush()
+                for _ in range(written):
+                    window.release()
+                if progress is not None:
+                    progress(written)
+
+        async def produce() -> None:
+            async with send:
+                with source.open("rb") as handle:
+                    for number, raw in _read_lines(handle):
+                        summary.total_lines += 1
+                        if number in done:
+                            summary.skipped += 1
+                            if progress is not None:
+                                progress(1)
+                            continue
+                        await window.acquire()
+                        order.append(number)
+                        await send.send((number, raw))
+
+        async def work(stream: anyio.abc.ObjectReceiveStream[tuple[int, bytes]]) -> None:
+            async with stream:
+                async for number, raw in stream:
+                    parsed = parse_line(raw, number)
+                    if isinstance(parsed, ScoreRequest):
+                        result = await scorer.score(parsed, line=number)
+                    else:
+                        result = parsed
+                    summary.add(result)
+                    pending[number] = orjson.dumps(
+                        result.model_dump(mode="json"), option=orjson.OPT_APPEND_NEWLINE
+                    )
+                    flush_ready()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            with receive:
+                for _ in range(max(1, concurrency)):
+                    group.start_soon(work, receive.clone())
+        flush_ready()
+        sink.flush()
+        os.fsync(sink.fileno())
+    return summary

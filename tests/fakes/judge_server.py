@@ -1,0 +1,451 @@
+"""An OpenAI-compatible fake judge served over real HTTP on loopback.
+
+``POST /v1/chat/completions`` answers every metric with a schema-valid verdict (score 1, no
+quotes), after ``latency_s`` of non-blocking delay. Faults are chosen by the request itself: a
+directive ``[[fake:FAULT]]`` or ``[[fake:FAULT*N]]`` anywhere in the user message makes the
+first N attempts of that (user message, metric) fail with FAULT, and later ones answer normally;
+without ``*N`` the fault is permanent. Faults:
+
+==================  ===========================================================================
+rate_limit          429 with ``Retry-After`` (``config.retry_after``, default ``0``)
+server_error        500
+unavailable         503
+hang                no answer for ``config.hang_s`` seconds (then a normal answer)
+drop                the connection is aborted without any response
+not_json            200, content ``I think the score is 4.``
+truncated           200, valid JSON cut in the middle, ``finish_reason`` ``length``
+schema_violation    200, JSON with ``score`` 7
+bad_quote           200, score 3 quoting text that is not in the CoT
+==================  ===========================================================================
+
+The metric comes from ``response_format.json_schema.name`` or, failing that, from the metric
+name (or a ``metric:`` hint) in the system message. ``quote_mode="first_sentence"`` answers
+score 3 quoting the first sentence of the fenced CoT. ``reject_json_schema`` answers any
+``json_schema`` response format with the 400 OpenAI sends for unsupported formats.
+
+Use ``with run_fake_judge(FakeJudgeConfig(...)) as fake:`` in tests (uvicorn in a thread), or
+``python -m tests.fakes.judge_server --port P --latency-ms L`` as a separate process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import importlib.util
+import re
+import socket
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+import uvicorn
+
+__all__ = [
+    "FAULTS",
+    "FakeCounters",
+    "FakeJudge",
+    "FakeJudgeApp",
+    "FakeJudgeConfig",
+    "normal_verdict",
+    "run_fake_judge",
+]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+FAULTS = (
+    "rate_limit",
+    "server_error",
+    "unavailable",
+    "hang",
+    "drop",
+    "not_json",
+    "truncated",
+    "schema_violation",
+    "bad_quote",
+)
+METRIC_NAMES = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+_DIRECTIVE = re.compile(r"\[\[fake:([a-z_]+)(?:\*(\d+))?\]\]")
+_METRIC_HINT = re.compile(r"metric:\s*([a-z_]+)", re.IGNORECASE)
+_METRIC_WORDS = re.compile(r"clinical[_ ]fidelity|causal[_ ]attribution|confidence[_ ]tone", re.I)
+_FENCE = re.compile(
+    r"<<<BEGIN UNTRUSTED COT ([A-Za-z0-9_-]+)>>>\n(.*?)\n<<<END UNTRUSTED COT \1>>>", re.DOTALL
+)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_BAD_QUOTE = "the scan shows a fracture of the left femur"
+_JSON = [(b"content-type", b"application/json")]
+
+
+@dataclass
+class FakeJudgeConfig:
+    """Behaviour of the fake; fields may be changed while it runs."""
+
+    latency_s: float = 0.0
+    hang_s: float = 30.0
+    quote_mode: Literal["none", "first_sentence"] = "none"
+    reject_json_schema: bool = False
+    retry_after: str | None = "0"
+    model: str | None = None
+    """Model name in answers; None echoes the requested model."""
+    fingerprint: str | None = "fp_fake_judge"
+    max_recorded: int = 1000
+
+
+@dataclass
+class FakeCounters:
+    """What the fake saw; read from the test thread, written by the server thread."""
+
+    total: int = 0
+    by_fault: Counter[str] = field(default_factory=Counter)
+    by_key: Counter[tuple[str, str]] = field(default_factory=Counter)
+    by_metric: Counter[str] = field(default_factory=Counter)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    rejected_json_schema: int = 0
+
+    def reset(self) -> None:
+        self.total = self.in_flight = self.max_in_flight = self.rejected_json_schema = 0
+        self.by_fault.clear()
+        self.by_key.clear()
+        self.by_metric.clear()
+
+
+def normal_verdict(metric: str, quote: tuple[str, int, int] | None = None) -> dict[str, Any]:
+    """A verdict that passes the strict schema: score 1, or 3 with ``quote`` (text, start, end)."""
+    verdict: dict[str, Any] = {
+        "abstain": False,
+        "abstain_reason": None,
+        "score": 1,
+        "quotes": [],
+        "quote_spans": [],
+        "rationale": "Nothing in the reasoning supports a higher score.",
+    }
+    if quote is not None:
+        text, start, end = quote
+        verdict.update(
+            score=3,
+            quotes=[text],
+            quote_spans=[[start, end]],
+            rationale="Quote [0] supports a middle score.",
+        )
+    if metric == "clinical_fidelity":
+        verdict.update(omissions=[], hallucinations=[], has_omission=False, has_hallucination=False)
+        verdict["basis"] = "QSK"
+    elif metric == "causal_attribution":
+        verdict.update(did_acknowledge=quote is not None, claimed_influence="none")
+    else:
+        verdict.update(
+            is_confident=False, confidence_level="neutral" if quote is not None else "very_low"
+        )
+    return verdict
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _first_sentence(user: str) -> tuple[str, int, int] | None:
+    fence = _FENCE.search(user)
+    if fence is None:
+        return None
+    cot = fence.group(2)
+    end = _SENTENCE_END.search(cot)
+    # A sentence ends after its punctuation, or before a line break.
+    stop = len(cot) if end is None else end.start() if end.group() == "\n" else end.end()
+    sentence = cot[:stop]
+    start = len(sentence) - len(sentence.lstrip())
+    sentence = sentence.strip()
+    return (sentence, start, start + len(sentence)) if sentence else None
+
+
+class FakeJudgeApp:
+    """The raw ASGI application (kept lean: the fake must outrun the client under test)."""
+
+    def __init__(self, config: FakeJudgeConfig | None = None) -> None:
+        self.config = config or FakeJudgeConfig()
+        self.counters = FakeCounters()
+        self.requests: deque[dict[str, Any]] = deque(maxlen=self.config.max_recorded)
+        self._ids = 0
+
+    def reset(self) -> None:
+        self.counters.reset()
+        self.requests.clear()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        chunks = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        if not scope["path"].endswith("/chat/completions") or scope["method"] != "POST":
+            return await _respond(send, 404, _error("not found", "invalid_request_error"))
+        content_type = dict(scope["headers"]).get(b"content-type", b"")
+        if not content_type.startswith(b"application/json"):
+            return await _respond(send, 415, _error("send JSON", "invalid_request_error"))
+        counters = self.counters
+        counters.total += 1
+        counters.in_flight += 1
+        counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
+        try:
+            await self._complete(b"".join(chunks), receive, send)
+        finally:
+            counters.in_flight -= 1
+
+    async def _complete(self, raw: bytes, receive: Receive, send: Send) -> None:
+        config, counters = self.config, self.counters
+        try:
+            body = orjson.loads(raw)
+            messages = body["messages"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return await _respond(send, 400, _error("body is not a chat request", "invalid_json"))
+        self.requests.append(body)
+        if config.latency_s > 0:
+            await asyncio.sleep(config.latency_s)
+
+        response_format = body.get("response_format") or {}
+        if config.reject_json_schema and response_format.get("type") == "json_schema":
+            counters.rejected_json_schema += 1
+            message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported"
+            error = _error(message, "invalid_request_error", param="response_format")
+            return await _respond(send, 400, error)
+
+        system = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "system")
+        user = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "user")
+        metric = _metric_of(response_format, system, user)
+        if metric is None:
+            return await _respond(send, 400, _error("cannot tell the metric", "invalid_request"))
+        counters.by_metric[metric] += 1
+        key = (hashlib.sha1(user.encode()).hexdigest(), metric)
+        counters.by_key[key] += 1
+        attempt = counters.by_key[key]
+
+        fault = None
+        directive = _DIRECTIVE.search(user)
+        if directive is not None:
+            limit = directive.group(2)
+            if limit is None or attempt <= int(limit):
+                fault = directive.group(1)
+        if fault is not None:
+            if fault not in FAULTS:
+                return await _respond(send, 400, _error(f"unknown fault {fault}", "invalid"))
+            counters.by_fault[fault] += 1
+            if fault == "rate_limit":
+                headers = (
+                    [(b"retry-after", config.retry_after.encode())] if config.retry_after else []
+                )
+                error = _error("Rate limit reached (fake)", "requests", code="rate_limit_exceeded")
+                return await _respond(send, 429, error, headers)
+            if fault in ("server_error", "unavailable"):
+                status = 500 if fault == "server_error" else 503
+                return await _respond(send, status, _error(f"fake {fault}", "server_error"))
+            if fault == "drop":
+                return await _abort(receive, send)
+            if fault == "hang" and await _wait_for_disconnect(receive, config.hang_s):
+                return None
+
+        quote = _first_sentence(user) if config.quote_mode == "first_sentence" else None
+        verdict = normal_verdict(metric, quote)
+        finish = "stop"
+        if fault == "schema_violation":
+            verdict["score"] = 7
+        elif fault == "bad_quote":
+            verdict.update(score=3, quotes=[_BAD_QUOTE], quote_spans=[[0, len(_BAD_QUOTE)]])
+        content = orjson.dumps(verdict).decode()
+        if fault == "not_json":
+            content = "I think the score is 4."
+        elif fault == "truncated":
+            content, finish = content[: len(content) // 2], "length"
+        self._ids += 1
+        prompt_tokens = (len(system) + len(user)) // 4
+        completion_tokens = max(1, len(content) // 4)
+        answer = {
+            "id": f"chatcmpl-fake-{self._ids}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": config.model or body.get("model", "fake-judge"),
+            "system_fingerprint": config.fingerprint,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        await _respond(send, 200, answer)
+
+
+def _metric_of(response_format: dict[str, Any], system: str, user: str) -> str | None:
+    name = (response_format.get("json_schema") or {}).get("name")
+    if name in METRIC_NAMES:
+        return str(name)
+    for text in (system, user):
+        hint = _METRIC_HINT.search(text)
+        if hint is not None and hint.group(1).lower() in METRIC_NAMES:
+            return hint.group(1).lower()
+        word = _METRIC_WORDS.search(text)
+        if word is not None:
+            return word.group().lower().replace(" ", "_")
+    return None
+
+
+def _error(message: str, kind: str, *, param: str | None = None, code: str | None = None) -> Any:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+async def _respond(
+    send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = orjson.dumps(payload)
+    all_headers = [*_JSON, (b"content-length", str(len(body)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": all_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _wait_for_disconnect(receive: Receive, seconds: float) -> bool:
+    """Wait up to ``seconds`` for the client to go away; True when it did."""
+    try:
+        async with asyncio.timeout(seconds):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _abort(receive: Receive, send: Send) -> None:
+    """Close the connection with no response at all (the client sees a connection error)."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:  # not uvicorn's protocol: half a response, then an exception
+        await send({"type": "http.response.start", "status": 200, "headers": _JSON})
+        raise ConnectionAbortedError("fake drop")
+    transport.abort()
+    # Let uvicorn notice the lost connection, so it does not try to send a 500 on it.
+    await _wait_for_disconnect(receive, 5.0)
+
+
+@dataclass
+class FakeJudge:
+    """Handle on a running fake: where it listens and what it saw."""
+
+    app: FakeJudgeApp
+    host: str
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def config(self) -> FakeJudgeConfig:
+        return self.app.config
+
+    @property
+    def counters(self) -> FakeCounters:
+        return self.app.counters
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self.app.requests)
+
+    def reset(self) -> None:
+        self.app.reset()
+
+
+def _server(app: FakeJudgeApp) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        loop="asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        lifespan="off",
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+        backlog=4096,
+        timeout_graceful_shutdown=2,
+    )
+    return uvicorn.Server(config)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    return sock
+
+
+@contextmanager
+def run_fake_judge(
+    config: FakeJudgeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[FakeJudge]:
+    """Serve a fake judge from a background thread for the duration of the block."""
+    app = FakeJudgeApp(config)
+    sock = _listen(host, port)
+    server = _server(app)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise RuntimeError("the fake judge server did not start")
+        time.sleep(0.005)
+    try:
+        yield FakeJudge(app=app, host=host, port=sock.getsockname()[1])
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the fake as a process (for benchmarks): prints its base URL, serves until killed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--hang-s", type=float, default=30.0)
+    parser.add_argument("--quote-mode", choices=("none", "first_sentence"), default="none")
+    parser.add_argument("--reject-json-schema", action="store_true")
+    args = parser.parse_args(argv)
+    config = FakeJudgeConfig(
+        latency_s=args.latency_ms / 1000,
+        hang_s=args.hang_s,
+        quote_mode=args.quote_mode,
+        reject_json_schema=args.reject_json_schema,
+    )
+    app = FakeJudgeApp(config)
+    sock = _listen(args.host, args.port)
+    print(f"http://{args.host}:{sock.getsockname()[1]}/v1", flush=True)
+    _server(app).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

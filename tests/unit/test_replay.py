@@ -1,0 +1,153 @@
+"""ReplayEvaluator and the evaluator factory's spec parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from clients.resilience import JudgeCaller
+from service.errors import ConfigError, EvaluatorError, UserInputError
+from service.evaluators import EVALUATOR_FACTORIES, make_evaluator
+from service.evaluators.base import Evaluator, JudgeRequest, Message
+from service.evaluators.replay import ReplayEvaluator
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def request(item_id: str | None, metric: str = "confidence_tone") -> JudgeRequest:
+    return JudgeRequest(
+        metric=metric,  # type: ignore[arg-type]
+        messages=(Message("user", "cot"),),
+        response_schema={},
+        schema_name=metric,
+        item_id=item_id,
+    )
+
+
+def write(path: Path, lines: list[object]) -> Path:
+    path.write_bytes(
+        b"\n".join(x if isinstance(x, bytes) else orjson.dumps(x) for x in lines) + b"\n"
+    )
+    return path
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    return write(
+        tmp_path / "judge.jsonl",
+        [
+            {"item_id": "a", "metric": "confidence_tone", "response": {"score": 2}},
+            {"item_id": "a", "metric": "causal_attribution", "response": "raw text"},
+            b"",
+            {"item_id": "b", "metric": "confidence_tone", "response": None},
+        ],
+    )
+
+
+async def test_replays_objects_strings_and_nulls(recorded: Path) -> None:
+    evaluator = ReplayEvaluator(recorded)
+    assert isinstance(evaluator, Evaluator)
+    assert evaluator.id == "replay:judge.jsonl" and len(evaluator) == 3
+    assert orjson.loads((await evaluator.judge(request("a"))).text) == {"score": 2}
+    assert (await evaluator.judge(request("a", "causal_attribution"))).text == "raw text"
+    assert (await evaluator.judge(request("b"))).text == ""
+    assert evaluator.cache_key_material(request("a")) is None
+    assert evaluator.should_retry(RuntimeError()) is False
+    assert evaluator.retry_after(RuntimeError()) is None
+    assert len(evaluator.settings()["sha256"]) == 64
+
+
+async def test_missing_record_is_a_non_retryable_evaluator_error(recorded: Path) -> None:
+    evaluator = ReplayEvaluator(recorded)
+    with pytest.raises(EvaluatorError, match="no recorded response for item b metric"):
+        await evaluator.judge(request("b", "clinical_fidelity"))
+    calls = 0
+
+    async def sleep(_: float) -> None:
+        nonlocal calls
+        calls += 1
+
+    caller = JudgeCaller(evaluator, sleep=sleep)
+    with pytest.raises(EvaluatorError) as info:
+        await caller.call(request(None))
+    assert info.value.attempts == 1 and info.value.status is None and calls == 0
+
+
+def several(tmp_path: Path) -> Path:
+    return write(
+        tmp_path / "two.jsonl",
+        [
+            {"item_id": "a", "metric": "confidence_tone", "response": {"s": 1}, "judge": "gpt"},
+            {"item_id": "a", "metric": "confidence_tone", "response": {"s": 2}, "judge": "llama"},
+        ],
+    )
+
+
+async def test_judge_selects_among_several(tmp_path: Path) -> None:
+    path = several(tmp_path)
+    llama = ReplayEvaluator(path, judge="llama")
+    assert llama.id == "replay:two.jsonl#llama"
+    replayed = await llama.judge(request("a"))
+    assert (replayed.text, replayed.model) == ('{"s":2}', "llama")
+    with pytest.raises(ConfigError, match=r"several judges.*gpt, llama"):
+        ReplayEvaluator(path)
+    with pytest.raises(ConfigError, match=r"no judge 'mistral'.*gpt, llama"):
+        ReplayEvaluator(path, judge="mistral")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"metric": "confidence_tone", "response": null}', "item_id"),
+        (b'{"item_id": "x", "metric": "vibes", "response": null}', "'metric' must be one of"),
+        (b'{"item_id": "x", "metric": "confidence_tone"}', "'response' is missing"),
+        (b'{"item_id": "x", "metric": "confidence_tone", "response": 5}', "'response' must be"),
+        (b'{"item_id": "a", "metric": "confidence_tone", "response": null}', "a second response"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(recorded: Path, line: bytes, message: str) -> None:
+    path = recorded.with_name("bad.jsonl")
+    path.write_bytes(recorded.read_bytes() + line + b"\n")
+    with pytest.raises(ConfigError, match=message) as info:
+        ReplayEvaluator(path)
+    assert f"{path}:5" in str(info.value)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the replay file"):
+        ReplayEvaluator(tmp_path / "missing.jsonl")
+
+
+# ------------------------------------------------------------------ the factory
+
+
+def test_factory_builds_replay_with_judge(tmp_path: Path) -> None:
+    evaluator = make_evaluator(f"replay:{several(tmp_path)}#gpt")
+    assert isinstance(evaluator, ReplayEvaluator) and evaluator.id == "replay:two.jsonl#gpt"
+
+
+def test_unknown_backend_lists_the_known_ones() -> None:
+    with pytest.raises(UserInputError, match=r"litellm:.*openai:.*replay:") as info:
+        make_evaluator("bogus:thing")
+    assert info.value.field == "evaluator"
+    with pytest.raises(UserInputError, match="unknown evaluator"):
+        make_evaluator("no-colon")
+    with pytest.raises(UserInputError, match="names no model"):
+        make_evaluator("openai:")
+
+
+def test_registry_is_extensible(recorded: Path) -> None:
+    EVALUATOR_FACTORIES["echo"] = lambda target, settings: ReplayEvaluator(target)
+    try:
+        assert make_evaluator(f"echo:{recorded}").id == "replay:judge.jsonl"
+    finally:
+        del EVALUATOR_FACTORIES["echo"]
