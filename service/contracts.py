@@ -224,6 +224,7 @@ class CacheStats(_Strict):
 class Provenance(_Strict):
     evaluator: str
     evaluator_model: str | None = None
+    evaluator_settings_sha256: str | None = None
     fingerprint: str | None = None
     prompt_set: str
     prompt_sha256: str

@@ -8,6 +8,7 @@ returned ``ItemResult`` with their failure stage, so no accepted item is lost.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,9 @@ class Scorer:
         self._params = params or ScoringParams()
         self._validators = {m: judge_output_validator(m) for m in _ALL_METRICS}
         self._schemas = {m: judge_output_schema(m, strict_wire=True) for m in _ALL_METRICS}
+        self._settings_sha256 = hashlib.sha256(
+            orjson.dumps(dict(self._evaluator.settings()), option=orjson.OPT_SORT_KEYS)
+        ).hexdigest()
 
     @property
     def evaluator_id(self) -> str:
@@ -287,6 +291,7 @@ class Scorer:
         return Provenance(
             evaluator=self._evaluator.id,
             evaluator_model=",".join(sorted(models)) or None,
+            evaluator_settings_sha256=self._settings_sha256,
             fingerprint=",".join(sorted(fingerprints)) or None,
             prompt_set=self._prompts.id,
             prompt_sha256=self._prompts.sha256,

@@ -18,6 +18,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 __all__ = ["NormalizedText", "normalize", "normalize_text"]
 
@@ -66,6 +67,12 @@ def _translate(text: str) -> str:
 
 
 def _nfkc(text: str) -> str:
+    # Called per character cluster of changed chunks, where the same few clusters recur.
+    return _nfkc_short(text) if len(text) <= 8 else _translate(unicodedata.normalize("NFKC", text))
+
+
+@lru_cache(maxsize=4096)
+def _nfkc_short(text: str) -> str:
     return _translate(unicodedata.normalize("NFKC", text))
 
 
@@ -179,26 +186,12 @@ def _clusters(chunk: str) -> list[str]:
     return out
 
 
-def _merge_interacting(clusters: list[str]) -> list[str]:
-    """Join neighbouring clusters that interact under NFKC (conjoining jamo, halfwidth voiced
-    sound marks, Indic two-part vowels: starters that still combine)."""
-    nfkc = unicodedata.normalize
-    groups: list[str] = []
-    for cl in clusters:
-        if groups:
-            last = groups[-1]
-            if nfkc("NFKC", last + cl) != nfkc("NFKC", last) + nfkc("NFKC", cl):
-                groups[-1] = last + cl
-                continue
-        groups.append(cl)
-    return groups
-
-
 def _split_safely(clusters: list[str]) -> list[str]:
-    """Cut only where NFKC of the rest does not depend on what precedes the cut.
+    """Group clusters, cutting only where NFKC of the rest does not depend on what precedes.
 
-    Exact by construction (NFKC of the chunk is the concatenation of NFKC of the groups) but
-    quadratic; used only for the odd stack of marks that interacts across several clusters.
+    For the rare clusters that interact under NFKC (conjoining jamo, halfwidth voiced sound
+    marks, Indic two-part vowels, stacks of reordered marks). Exact by construction: NFKC of
+    the chunk is the concatenation of NFKC of the groups. Quadratic, hence the length limit.
     """
     nfkc = unicodedata.normalize
     groups: list[str] = []
@@ -220,12 +213,22 @@ _SAFE_SPLIT_LIMIT = 256
 
 def _map_chunk(chunk: str, chunk_out: str, orig_pos: int, norm_pos: int, segs: _Segments) -> None:
     """Add map segments for one changed chunk whose whole-chunk output is ``chunk_out``."""
+    if len(chunk) == 2 and chunk[0].isascii():
+        # The common case, one non-ASCII character after an ASCII one (a ligature, an ellipsis,
+        # a zero-width space): settled without splitting into clusters when they do not interact.
+        tail = _nfkc(chunk[1])
+        if chunk_out == chunk[0] + tail:
+            segs.one_to_one(norm_pos, orig_pos)
+            if len(tail) == 1:
+                segs.one_to_one(norm_pos + 1, orig_pos + 1)
+            elif tail:
+                segs.norm.append(norm_pos + 1)
+                segs.orig.append(orig_pos + 1)
+                segs.ends.append(orig_pos + 2)
+            return
     clusters = _clusters(chunk)
     groups = clusters
     outs = [g if g.isascii() else _nfkc(g) for g in groups]
-    if "".join(outs) != chunk_out:
-        groups = _merge_interacting(clusters)
-        outs = [_nfkc(g) for g in groups]
     if "".join(outs) != chunk_out:
         groups = _split_safely(clusters) if len(chunk) <= _SAFE_SPLIT_LIMIT else [chunk]
         outs = [_nfkc(g) for g in groups]

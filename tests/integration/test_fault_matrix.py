@@ -152,3 +152,51 @@ async def test_second_run_is_served_from_the_cache_with_identical_results(tmp_pa
         assert _without_cache_bookkeeping(a[key]) == _without_cache_bookkeeping(b[key])
     # the quotes were real: located in the CoT and scored 3
     assert all(m.score == 3 and m.quotes for r in a.values() for m in r.metrics.values())
+
+
+def test_cli_openai_evaluator_honours_sdk_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("env-1", "") + "\n")
+    with run_fake_judge() as used, run_fake_judge() as ignored:
+        monkeypatch.setenv("OPENAI_BASE_URL", ignored.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+        # the service's own setting wins over the SDK's variable
+        monkeypatch.setenv("FAITHJUDGE_OPENAI_BASE_URL", used.base_url)
+        result = CliRunner().invoke(
+            app,
+            [
+                "score",
+                str(source),
+                "-o",
+                str(tmp_path / "o.jsonl"),
+                "--evaluator",
+                "openai:judge-x",
+                "--no-progress",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert used.counters.total == 3 and ignored.counters.total == 0
+        assert {r["model"] for r in used.requests} == {"judge-x"}
+
+        monkeypatch.delenv("FAITHJUDGE_OPENAI_BASE_URL")
+        result = CliRunner().invoke(
+            app,
+            [
+                "score",
+                str(source),
+                "-o",
+                str(tmp_path / "o2.jsonl"),
+                "--evaluator",
+                "openai:judge-x",
+                "--no-cache",
+                "--no-progress",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert ignored.counters.total == 3
