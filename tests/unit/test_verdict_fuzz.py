@@ -1,0 +1,52 @@
+"""verify() must classify any JSON a judge could send, never raise."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.contracts import METRICS
+from service.schemas import judge_output_validator
+from service.scoring.normalize import normalize
+from service.scoring.verdict import verify
+
+COT = normalize("<think><step>The left costophrenic angle is blunted.</step></think>")
+FIELDS = [
+    "abstain", "abstain_reason", "score", "quotes", "quote_spans", "rationale", "omissions",
+    "hallucinations", "has_omission", "has_hallucination", "basis", "did_acknowledge",
+    "claimed_influence", "is_confident", "confidence_level",
+]  # fmt: skip
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=30),
+    st.sampled_from(["blunted", "The left costophrenic angle is blunted.", "QSK", "none"]),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+judge_like = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=len(FIELDS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=st.one_of(judge_like, json_values), metric=st.sampled_from(METRICS))
+def test_any_json_gets_exactly_one_outcome(doc: object, metric: str) -> None:
+    raw = json.dumps(doc)
+    result = verify(raw, metric=metric, cot=COT, validator=judge_output_validator(metric))
+    if result.status == "valid":
+        assert result.failure is None and 1 <= result.score <= 5
+        for quote in result.quotes:
+            start, end = quote.span
+            assert 0 <= start <= end <= len(COT.original)
+    else:
+        assert result.failure is not None and result.score is None
+        assert result.failure.stage in ("parse", "schema", "abstain", "evidence")
