@@ -66,12 +66,11 @@ def _write(tmp_path: Path, document: Any, name: str = "kb.json") -> Path:
     return path
 
 
-def test_bundled_kb_loads_with_its_starter_questions() -> None:
+def test_bundled_kb_holds_the_reference_questions() -> None:
     kb = load_knowledge_base()
     assert kb.id == "cxr_vqa"
     assert kb.version
-    assert set(kb.questions) == set(STARTER)
-    assert len(kb) == len(STARTER)
+    assert set(STARTER) <= set(kb.questions)
     for question in STARTER:
         entry = kb.lookup(question)
         options = question_options(question)
@@ -116,7 +115,7 @@ def test_lookup_tolerates_case_whitespace_and_option_list(variant: str) -> None:
         "Is there a pleural effusion on the left",  # the question mark matters
         "Is there pleural effusion on the left? (yes or no)",
         "Is there a pleural effusion on the middle? (yes or no)",
-        "Is there a pneumothorax on the left side? (yes or no)",
+        "Is there a pneumothorax in the left apex? (yes or no)",
         "",
     ],
 )
