@@ -121,6 +121,11 @@ def _print_summary(summary: RunSummary, output: Path) -> None:
     _err.print(table)
 
 
+from service import cli_validate  # noqa: E402 - registers its commands on the app above
+
+cli_validate.register(app)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -67,12 +67,15 @@ class ReplayEvaluator:
             text = self._text(obj["response"], where)
             records = by_judge.setdefault(judge, {})
             previous = records.get((item_id, metric))
-            if previous is not None:
+            # Recordings repeat identical lines (a re-run appended); only conflicts are errors,
+            # and only for the judge that is replayed.
+            if previous is not None and previous[0] != text and judge == (self._judge or judge):
                 raise ConfigError(
                     f"{where}: a second response for item {item_id} metric {metric}"
                     f" (first at line {previous[1]})"
                 )
-            records[(item_id, metric)] = (text, lineno)
+            if previous is None:
+                records[(item_id, metric)] = (text, lineno)
 
         judges = set(by_judge)
         # A file with one judge needs no selection; its name still labels the responses.

@@ -151,3 +151,13 @@ def test_registry_is_extensible(recorded: Path) -> None:
         assert make_evaluator(f"echo:{recorded}").id == "replay:judge.jsonl"
     finally:
         del EVALUATOR_FACTORIES["echo"]
+
+
+def test_identical_repeats_are_accepted_and_other_judges_conflicts_ignored(tmp_path: Path) -> None:
+    record = b'{"item_id": "a", "metric": "confidence_tone", "judge": "j1", "response": "x"}'
+    other = b'{"item_id": "a", "metric": "confidence_tone", "judge": "j2", "response": "%s"}'
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(b"\n".join([record, record, other % b"y", other % b"z"]) + b"\n")
+    assert len(ReplayEvaluator(path, judge="j1")) == 1
+    with pytest.raises(ConfigError, match="a second response"):
+        ReplayEvaluator(path, judge="j2")
