@@ -144,7 +144,7 @@ class JudgeCaller:
         self._rng = rng
         self._inflight: dict[str, _Flight] = {}
         self._retry = retry_if_exception(self._is_retryable)
-        self._stop = stop_after_attempt(self.policy.max_retries + 1)
+        self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
 
     async def call(self, request: JudgeRequest) -> JudgeResponse:
         """The evaluator's response to ``request``; raises ``EvaluatorError`` when it fails."""
@@ -199,16 +199,28 @@ class JudgeCaller:
                 self.stats.evaluator_calls += 1
                 return await self.evaluator.judge(request)
 
-        retrying = AsyncRetrying(
-            sleep=self._sleep,
-            stop=self._stop,
-            wait=self._wait,
-            retry=self._retry,
-            before_sleep=self._count_retry,
-            reraise=True,
-        )
+        async def attempt_with_retries() -> JudgeResponse:
+            # The first try runs outside tenacity: nearly every call succeeds at once, and the
+            # retry machinery costs more CPU than the call itself at a few hundred calls/s.
+            try:
+                return await attempt()
+            except Exception as exc:
+                if self.policy.max_retries == 0 or not self._is_retryable(exc):
+                    raise
+                self.stats.retries += 1
+                await self._sleep(self._delay(0, exc))
+            retrying = AsyncRetrying(
+                sleep=self._sleep,
+                stop=self._stop_after_first,
+                wait=self._wait,
+                retry=self._retry,
+                before_sleep=self._count_retry,
+                reraise=True,
+            )
+            return await retrying(attempt)
+
         try:
-            response = await retrying(attempt)
+            response = await attempt_with_retries()
         except EvaluatorError as exc:
             self.stats.failures += 1
             raise EvaluatorError(
@@ -226,10 +238,14 @@ class JudgeCaller:
         # Only ordinary exceptions are classified: cancellation and exits must propagate.
         return isinstance(exc, Exception) and bool(self.evaluator.should_retry(exc))
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
+    def _delay(self, retry_index: int, exc: BaseException | None) -> float:
         retry_after = self.evaluator.retry_after(exc) if exc is not None else None
-        return self.policy.delay(state.attempt_number - 1, retry_after=retry_after, rng=self._rng)
+        return self.policy.delay(retry_index, retry_after=retry_after, rng=self._rng)
+
+    def _wait(self, state: RetryCallState) -> float:
+        # tenacity's attempt n is the call's attempt n + 1 (the first ran before it)
+        exc = state.outcome.exception() if state.outcome is not None else None
+        return self._delay(state.attempt_number, exc)
 
     def _count_retry(self, state: RetryCallState) -> None:
         self.stats.retries += 1

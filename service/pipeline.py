@@ -262,11 +262,8 @@ class Scorer:
                 "cot": request.cot,
                 "question": request.question,
                 "ground_truth": request.ground_truth,
-                "kb_entry": orjson.dumps(
-                    {"answer": request.ground_truth, "criteria": criteria},
-                    option=orjson.OPT_INDENT_2,
-                ).decode(),
-                "context_flags": orjson.dumps(flags, option=orjson.OPT_SORT_KEYS).decode(),
+                "kb_entry": {"answer": request.ground_truth, "criteria": criteria},
+                "context_flags": flags,
             }
         if metric == "causal_attribution":
             description = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from string import Template
 from types import MappingProxyType
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from service.assets import asset_dir
@@ -76,6 +78,8 @@ class _MetricTemplates:
     system: Template
     user: Template
     required: frozenset[str]
+    folded_text: str = ""
+    """Both templates, case-folded once: the fence token must not occur in them either."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +127,7 @@ class PromptSet:
         values = {
             name: _render_value(name, value) for name, value in inputs.items() if name != "cot"
         }
-        token = fence_token(cot, avoid=(*values.values(), _template_text(templates)))
+        token = fence_token(cot, avoid=(*values.values(),), folded=(templates.folded_text,))
         values["fence_token"] = token
         values["cot_block"] = fence_cot(cot, token)
         return (
@@ -143,16 +147,16 @@ class PromptSet:
 # ---------------------------------------------------------------------------- the fence
 
 
-def fence_token(cot: str, *, avoid: tuple[str, ...] = ()) -> str:
+def fence_token(cot: str, *, avoid: tuple[str, ...] = (), folded: tuple[str, ...] = ()) -> str:
     """The per-CoT boundary token: ``COT-`` + 16 hex chars of a salted sha256 of the CoT.
 
     Deterministic, so identical requests render identically (and hit the cache), yet a CoT
     cannot carry its own token: that would require containing a hash of itself. Should the token
-    occur anyway (in the CoT or in any ``avoid`` text, case-insensitively), a counter is mixed
-    in until it does not.
+    occur anyway (in the CoT or in any ``avoid`` text, case-insensitively; ``folded`` texts are
+    already lower-case), a counter is mixed in until it does not.
     """
     data = _FENCE_SALT + cot.encode("utf-8", "surrogatepass")
-    haystacks = [cot.lower(), *(text.lower() for text in avoid)]
+    haystacks = [cot.lower(), *(text.lower() for text in avoid), *folded]
     counter = 0
     while True:
         material = data if counter == 0 else data + b"\0" + str(counter).encode()
@@ -167,17 +171,12 @@ def fence_cot(cot: str, token: str) -> str:
     return f"{FENCE_BEGIN.format(token=token)}\n{cot}\n{FENCE_END.format(token=token)}"
 
 
-def _template_text(templates: _MetricTemplates) -> str:
-    return templates.system.template + "\n" + templates.user.template
-
-
 # ---------------------------------------------------------------------------- input rendering
 
 
-def _json(value: Any, *, indent: int | None = None, sort_keys: bool = False) -> str:
-    text = json.dumps(
-        value, ensure_ascii=False, indent=indent, sort_keys=sort_keys, allow_nan=False
-    )
+def _json(value: Any, *, pretty: bool = False, sort_keys: bool = False) -> str:
+    option = (orjson.OPT_INDENT_2 if pretty else 0) | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    text = orjson.dumps(value, option=option).decode()
     for raw, escaped in _RAW_BREAKS.items():
         text = text.replace(raw, escaped)
     return text
@@ -201,11 +200,15 @@ def _render_value(name: str, value: Any) -> str:
                 raise UserInputError(f"input {name!r} must be a string", field=name)
             return _json(value)
         if name in _PRETTY_DOC:
-            return _json(_as_document(name, value), indent=2)
+            return _json(_as_document(name, value), pretty=True)
         if name in _COMPACT_DOC:
             document = {} if value is None else _as_document(name, value)
+            if isinstance(document, Mapping) and any(
+                isinstance(v, float) and not math.isfinite(v) for v in document.values()
+            ):
+                raise ValueError("NaN and infinity are not JSON")
             return _json(document, sort_keys=True)
-    except (TypeError, ValueError) as exc:  # not JSON-serialisable, NaN, ...
+    except (TypeError, ValueError) as exc:  # not JSON-serialisable
         raise UserInputError(
             f"input {name!r} cannot be rendered as JSON: {exc}", field=name
         ) from None
@@ -334,6 +337,7 @@ def load_prompt_set(name_or_path: str | Path = "v1") -> PromptSet:
             system=parsed["system"],
             user=parsed["user"],
             required=frozenset(used - _DERIVED) | {"cot"},
+            folded_text=(parsed["system"].template + "\n" + parsed["user"].template).lower(),
         )
 
     return PromptSet(

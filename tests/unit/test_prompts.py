@@ -110,7 +110,7 @@ def test_fields_per_metric_follow_methods(prompts) -> None:  # type: ignore[no-u
 def test_inputs_are_rendered_as_json(prompts) -> None:  # type: ignore[no-untyped-def]
     user = prompts.render("clinical_fidelity", **_inputs("clinical_fidelity"))[1].content
     assert 'Ground-truth answer: "yes"' in user
-    assert 'Context flags: {"projection": "AP"}' in user
+    assert 'Context flags: {"projection":"AP"}' in user
     assert '"term": "left pleural effusion"' in user
     mapping = prompts.render(
         "clinical_fidelity",
