@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import anyio
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -19,7 +18,7 @@ from rich.table import Table
 
 from service import __version__
 from service.errors import FaithJudgeError
-from service.runtime import open_scorer
+from service.runtime import open_scorer, run_async
 from service.scorefile import RunSummary, count_lines, score_file
 from service.settings import Settings
 
@@ -76,7 +75,7 @@ def score(
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
-        summary = anyio.run(_run_score, settings, input_path, output, progress)
+        summary = run_async(_run_score, settings, input_path, output, progress)
     except FaithJudgeError as exc:
         _err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_UNEVALUABLE) from None

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# CI explores the same examples on every run (no flaky red builds); locally each run explores
+# new ones. Either way a failing example is printed and can be replayed.
+hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -40,7 +48,7 @@ def _guarded_connect_ex(self: socket.socket, address: object) -> int:
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(__import__("os").environ):
+    for name in list(os.environ):
         if name.startswith(("FAITHJUDGE_", "OPENAI_", "LITELLM_", "ANTHROPIC_")):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FAITHJUDGE_DATA_DIR", str(tmp_path / "faithjudge-data"))

@@ -46,7 +46,13 @@ def max_edits(quote_len: int, tolerance: float = DEFAULT_TOLERANCE) -> int:
         raise ValueError(f"quote_len must be >= 0, got {quote_len}")
     if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
         raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
-    return math.floor(_exact_fraction(float(tolerance)) * quote_len)
+    return _floor_product(quote_len, float(tolerance))
+
+
+@lru_cache(maxsize=4096)
+def _floor_product(quote_len: int, tolerance: float) -> int:
+    # cached: Fraction arithmetic costs more than the exact search it guards
+    return math.floor(_exact_fraction(tolerance) * quote_len)
 
 
 @dataclass(frozen=True, slots=True)

@@ -377,7 +377,7 @@ class FakeJudge:
 def _server(app: FakeJudgeApp) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
-        loop="asyncio",
+        loop="auto",  # uvloop when installed: the fake must not be the bottleneck
         http="httptools" if importlib.util.find_spec("httptools") else "h11",
         lifespan="off",
         log_level="warning",
