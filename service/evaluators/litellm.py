@@ -18,6 +18,7 @@ from clients.resilience import parse_retry_after
 from service.evaluators.base import JudgeRequest, JudgeResponse, Usage
 from service.evaluators.openai import (
     ResponseFormatMode,
+    chat_cache_material,
     is_response_format_rejection,
     openai_retry_after,
     openai_should_retry,
@@ -85,16 +86,16 @@ class LiteLLMEvaluator:
         }
 
     def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
-        return {
-            "backend": "litellm",
-            "base_url": self._api_base,
-            "model": self._model,
-            "messages": [[m.role, m.content] for m in request.messages],
-            "temperature": self._temperature,
-            "seed": self._seed,
-            "max_tokens": self._max_tokens,
-            "response_format": response_format_for(self._mode, request),
-        }
+        return chat_cache_material(
+            "litellm",
+            base_url=self._api_base,
+            model=self._model,
+            request=request,
+            temperature=self._temperature,
+            seed=self._seed,
+            max_tokens=self._max_tokens,
+            mode=self._mode,
+        )
 
     def should_retry(self, exc: BaseException) -> bool:
         if self._transient and isinstance(exc, self._transient):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OpenAIEvaluator",
     "ResponseFormatMode",
+    "chat_cache_material",
     "is_response_format_rejection",
     "json_default",
     "max_tokens_field_for",
@@ -77,6 +78,30 @@ def response_format_for(mode: str, request: JudgeRequest) -> dict[str, Any] | No
     if mode == "json_object":
         return {"type": "json_object"}
     return None
+
+
+def chat_cache_material(
+    backend: str,
+    *,
+    base_url: str | None,
+    model: str,
+    request: JudgeRequest,
+    temperature: float,
+    seed: int | None,
+    max_tokens: int,
+    mode: str,
+) -> dict[str, Any]:
+    """What a chat-completions call sends, as the cache keys it (no timeouts, no retries)."""
+    return {
+        "backend": backend,
+        "base_url": base_url,
+        "model": model,
+        "messages": [[m.role, m.content] for m in request.messages],
+        "temperature": temperature,
+        "seed": seed,
+        "max_tokens": max_tokens,
+        "response_format": response_format_for(mode, request),
+    }
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -213,16 +238,16 @@ class OpenAIEvaluator:
         }
 
     def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
-        return {
-            "backend": "openai",
-            "base_url": self._base_url,
-            "model": self._model,
-            "messages": [[m.role, m.content] for m in request.messages],
-            "temperature": self._temperature,
-            "seed": self._seed,
-            "max_tokens": self._max_tokens,
-            "response_format": response_format_for(self._mode, request),
-        }
+        return chat_cache_material(
+            "openai",
+            base_url=self._base_url,
+            model=self._model,
+            request=request,
+            temperature=self._temperature,
+            seed=self._seed,
+            max_tokens=self._max_tokens,
+            mode=self._mode,
+        )
 
     def should_retry(self, exc: BaseException) -> bool:
         return openai_should_retry(exc)
