@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from service import __version__
+from service.contracts import ItemResult
 from service.errors import FaithJudgeError
 from service.runtime import open_scorer, run_async
 from service.scorefile import RunSummary, count_lines, score_file
@@ -117,6 +118,45 @@ def _print_summary(summary: RunSummary, output: Path) -> None:
         table.add_row(f"metric {status}", str(count))
     for stage, count in sorted(summary.stages.items()):
         table.add_row(f"failure: {stage}", str(count))
+    _err.print(table)
+    if summary.total_lines <= _ITEM_TABLE_MAX_LINES:
+        _print_items(output)
+
+
+_ITEM_TABLE_MAX_LINES = 20
+_SHORT = {"clinical_fidelity": "CF", "causal_attribution": "CA", "confidence_tone": "CT"}
+
+
+def _print_items(output: Path) -> None:
+    """A per-item view for small runs, so a demo shows what was scored."""
+    table = Table(show_header=True, title="items")
+    for column in ("line", "item", "answer", "correct", "flip", "CF", "CA", "CT", "CC"):
+        table.add_column(column)
+    for raw in output.read_bytes().splitlines():
+        result = ItemResult.model_validate_json(raw)
+        if result.error is not None:
+            table.add_row(str(result.line), result.item_id or "", f"[red]{result.error.detail}")
+            continue
+        cells = []
+        for metric in _SHORT:
+            graded = result.metrics.get(metric)
+            if graded is None:
+                cells.append("")
+            elif graded.status == "valid":
+                cells.append(str(graded.score))
+            else:
+                cells.append(f"[yellow]{graded.failure.stage if graded.failure else graded.status}")
+        flip = result.flip.value if result.flip is not None else None
+        calibration = result.confidence_calibration
+        table.add_row(
+            str(result.line),
+            result.item_id or "",
+            result.answer or "-",
+            {True: "yes", False: "no", None: "-"}[result.correct],
+            {True: "yes", False: "no", None: "-"}[flip],
+            *cells,
+            f"{calibration:.2f}" if calibration is not None else "-",
+        )
     _err.print(table)
 
 

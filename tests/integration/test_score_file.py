@@ -131,6 +131,8 @@ def test_cli_score_writes_results_and_summary(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert len(_read(out)) == 6
+    # a small run lists its items, failures by stage
+    assert "demo-006" in result.output and "kb" in result.output
 
 
 @pytest.mark.parametrize(
