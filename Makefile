@@ -16,8 +16,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	rm -f out/demo_results.jsonl
-	$(BIN)/faithjudge score examples/demo.jsonl -o out/demo_results.jsonl \
-		--evaluator replay:examples/demo_judge.jsonl
+	$(BIN)/faithjudge score examples/demo.jsonl -o out/demo_results.jsonl
 	@echo "results: out/demo_results.jsonl"
 
 test: $(STAMP)

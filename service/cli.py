@@ -50,7 +50,9 @@ def score(
     ],
     evaluator: Annotated[
         str | None,
-        typer.Option(help="openai:MODEL, litellm:MODEL or replay:FILE[#judge]."),
+        typer.Option(
+            help="lexicon:v1 (offline, default), openai:MODEL, litellm:MODEL, replay:FILE[#judge]."
+        ),
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Evaluator calls in flight.")

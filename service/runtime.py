@@ -42,8 +42,8 @@ async def open_scorer(settings: Settings) -> AsyncIterator[Scorer]:
     """Build the scorer for ``settings`` and close its evaluator and cache on exit."""
     if not settings.evaluator:
         raise ConfigError(
-            "no evaluator configured: pass --evaluator (openai:MODEL, litellm:MODEL or "
-            "replay:FILE) or set FAITHJUDGE_EVALUATOR"
+            "no evaluator configured: pass --evaluator (lexicon:v1, openai:MODEL, "
+            "litellm:MODEL or replay:FILE) or set FAITHJUDGE_EVALUATOR"
         )
     evaluator = make_evaluator(settings.evaluator, settings=settings)
     cache = None

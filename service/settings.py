@@ -22,8 +22,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="FAITHJUDGE_", extra="ignore")
 
-    evaluator: str | None = None
-    """Evaluator spec: ``openai:MODEL``, ``litellm:MODEL`` or ``replay:PATH[#judge]``."""
+    evaluator: str = "lexicon:v1"
+    """Evaluator spec: ``lexicon:v1`` (offline, the default), ``openai:MODEL``,
+    ``litellm:MODEL`` or ``replay:PATH[#judge]``."""
     data_dir: Path = Field(default_factory=_default_data_dir)
     """Where the response cache (and later the job store) live."""
     cache: bool = True

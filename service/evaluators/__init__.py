@@ -1,8 +1,9 @@
 """Evaluator backends and the factory that builds one from a ``backend:target`` spec.
 
-Specs: ``openai:MODEL``, ``litellm:MODEL``, ``replay:PATH[#judge]``. Each backend registers a
-factory under its name in ``EVALUATOR_FACTORIES`` (or through ``register_evaluator``); factories
-import their SDKs lazily, so an optional extra is needed only when its backend is used.
+Specs: ``openai:MODEL``, ``litellm:MODEL``, ``replay:PATH[#judge]``, ``lexicon:v1`` (offline, no
+API key). Each backend registers a factory under its name in ``EVALUATOR_FACTORIES`` (or through
+``register_evaluator``); factories import their SDKs lazily, so an optional extra is needed only
+when its backend is used.
 """
 
 from __future__ import annotations
@@ -71,7 +72,14 @@ def _replay(target: str, settings: Settings) -> Evaluator:
     return ReplayEvaluator(path, judge=judge or None)
 
 
+def _lexicon(target: str, settings: Settings) -> Evaluator:
+    from service.evaluators.lexicon import LexiconEvaluator
+
+    return LexiconEvaluator(target)
+
+
 EVALUATOR_FACTORIES: dict[str, EvaluatorFactory] = {
+    "lexicon": _lexicon,
     "openai": _openai,
     "litellm": _litellm,
     "replay": _replay,

@@ -139,7 +139,7 @@ def test_cli_score_writes_results_and_summary(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--evaluator", "replay:/nonexistent.jsonl"], "nonexistent"),
-        ([], "no evaluator configured"),
+        (["--evaluator", ""], "no evaluator configured"),
         (["--evaluator", "nosuch:model"], "nosuch"),
     ],
 )

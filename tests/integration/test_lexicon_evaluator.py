@@ -1,0 +1,232 @@
+"""The ``lexicon`` evaluator end to end: registry, verdict pipeline, determinism, reader study.
+
+Every output must pass the real verification (parse, schema, evidence) on the demo file, on a
+generated corpus of awkward CoTs, and on the reader study (skipped without ../shared/data).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.contracts import ScoreRequest
+from service.evaluators import make_evaluator
+from service.evaluators.base import JudgeRequest
+from service.evaluators.lexicon import LexiconEvaluator
+from service.runtime import open_scorer
+from service.scorefile import score_file
+from service.settings import Settings
+from tests.conftest import SHARED_DATA
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "examples" / "demo.jsonl"
+KB = orjson.loads((REPO / "knowledge_base" / "cxr_vqa.json").read_bytes())["entries"]
+READER_STUDY = SHARED_DATA / "reader_study" / "dev.jsonl"
+BAD_STAGES = {"parse", "schema", "evidence", "transport"}
+
+
+def _settings(tmp: Path) -> Settings:
+    return Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
+
+
+def _score(requests: list[dict[str, Any]], tmp: Path) -> list[dict[str, Any]]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    source, output = tmp / "in.jsonl", tmp / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+    output.unlink(missing_ok=True)
+
+    async def run() -> None:
+        async with open_scorer(_settings(tmp)) as scorer:
+            await score_file(scorer, source, output, concurrency=8)
+
+    anyio.run(run)
+    return [orjson.loads(line) for line in output.read_bytes().splitlines()]
+
+
+def _failures(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    bad = []
+    for result in results:
+        for metric, m in (result.get("metrics") or {}).items():
+            failure = m.get("failure") or {}
+            if failure.get("stage") in BAD_STAGES:
+                bad.append((result.get("item_id"), metric, failure.get("detail")))
+    return bad
+
+
+# ---------------------------------------------------------------- registry and protocol
+
+
+def test_registry_builds_the_lexicon_backend() -> None:
+    for spec in ("lexicon:v1", "lexicon:default"):
+        evaluator = make_evaluator(spec)
+        assert isinstance(evaluator, LexiconEvaluator) and evaluator.id == "lexicon:v1"
+    evaluator = LexiconEvaluator()
+    files = evaluator.settings()["lexicon"]["files"]
+    assert set(files) >= {"negation.json", "tone.json", "cues.json", "influence.json"}
+    assert all(len(digest) == 64 for digest in files.values())
+    request = JudgeRequest("confidence_tone", (), {}, "confidence_tone", {"cot": "Clear."})
+    assert evaluator.cache_key_material(request) is None
+    assert evaluator.should_retry(RuntimeError()) is False
+    assert evaluator.retry_after(RuntimeError()) is None
+
+
+# ---------------------------------------------------------------- verdict pipeline
+
+
+def test_demo_file_passes_the_verdict_pipeline(tmp_path: Path) -> None:
+    results = _score([orjson.loads(x) for x in DEMO.read_bytes().splitlines()], tmp_path)
+    assert results and _failures(results) == []
+    valid = [
+        m for r in results for m in (r.get("metrics") or {}).values() if m["status"] == "valid"
+    ]
+    assert len(valid) >= 3 * len(results) - 3  # at most the one item without a KB entry
+
+
+_QUESTIONS = sorted(KB)
+_WORDS = ["left", "right", "no", "not", "without", "may", "might", "clearly", "possibly"]
+_PUNCT = ["\u201c", "\u201d", "\u2019", "\u00a0", "\u2026", "\ufb01", "\u200b", "é", " ", ";", "("]
+_CUES = [
+    "another radiologist suggested yes",
+    "the hint led me to answer",
+    "the red box drew my attention",
+    "it did not influence my answer",
+    "a black box obscures the base",
+    "<external_influence>none</external_influence>",
+]
+
+
+def _concept_phrases(question: str) -> list[str]:
+    phrases = []
+    for answer in KB[question]["answers"].values():
+        for concept in answer["must_all"] + answer["forbidden"]:
+            phrases += [concept["term"], *concept["synonyms"]]
+    return phrases
+
+
+@st.composite
+def _requests(draw: st.DrawFn) -> dict[str, Any]:
+    question = draw(st.sampled_from(_QUESTIONS))
+    pool = _concept_phrases(question) + _CUES + _WORDS + _PUNCT
+    parts = draw(st.lists(st.sampled_from(pool), min_size=0, max_size=14))
+    seps = draw(st.lists(st.sampled_from([". ", ", ", "\n", " ", "</step><step>"]), min_size=14))
+    body = "".join(p + s for p, s in zip(parts, seps, strict=False))
+    shape = draw(st.sampled_from(["plain", "tagged", "json"]))
+    if shape == "tagged":
+        cot = f"<think><step>{body}</step></think><answer>yes</answer>"
+    elif shape == "json":
+        steps = [p for p in body.split("\n") if p] or [body]
+        cot = json.dumps(
+            {"think": {"step": steps, "external_influence": parts[0] if parts else ""}}
+        )
+    else:
+        cot = body
+    answers = list(KB[question]["answers"])
+    code = draw(st.sampled_from(["TB-RAD", "TB-LA", "VH-BB", "VO-BB", "SHAM", None]))
+    request: dict[str, Any] = {
+        "item_id": "gen",
+        "question": question,
+        "ground_truth": draw(st.sampled_from(answers)),
+        "cot": cot,
+    }
+    if code:
+        request["modification"] = {"code": code}
+    return request
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(_requests(), min_size=5, max_size=5))
+def test_generated_cots_always_pass_the_verdict_pipeline(
+    batch: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    requests = []
+    for i, request in enumerate(batch):
+        request = {**request, "item_id": f"gen-{i}"}
+        ScoreRequest.model_validate(request)
+        requests.append(request)
+    results = _score(requests, tmp_path_factory.mktemp("gen"))
+    assert len(results) == len(requests)
+    assert _failures(results) == []
+    for result in results:
+        for m in result["metrics"].values():
+            assert m["status"] in ("valid", "abstained")
+
+
+# ---------------------------------------------------------------- determinism
+
+
+def test_same_input_gives_byte_identical_results_in_process(tmp_path: Path) -> None:
+    requests = [orjson.loads(x) for x in DEMO.read_bytes().splitlines()]
+    first = _score(requests, tmp_path / "a")
+    second = _score(requests, tmp_path / "b")
+    assert orjson.dumps(first) == orjson.dumps(second)
+
+
+def test_two_processes_write_byte_identical_files(tmp_path: Path) -> None:
+    outputs = []
+    for name in ("one", "two"):
+        out = tmp_path / f"{name}.jsonl"
+        cmd = [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "score",
+            str(DEMO),
+            "-o",
+            str(out),
+            "--evaluator",
+            "lexicon:v1",
+            "--no-cache",
+            "--no-progress",
+            "--data-dir",
+            str(tmp_path / name),
+        ]
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert out.is_file(), done.stderr[-2000:]
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and outputs[0]
+
+
+# ---------------------------------------------------------------- reader study
+
+
+@pytest.mark.shared_data
+def test_reader_study_coverage_and_agreement(tmp_path: Path) -> None:
+    if not READER_STUDY.is_file():
+        pytest.skip("needs ../shared/data (reader study)")
+    from service.agreement import (
+        load_judge_results,
+        load_reader_study,
+        reader_study_requests,
+        render_markdown,
+        validate_judge,
+    )
+
+    results = _score(list(reader_study_requests(READER_STUDY)), tmp_path)
+    assert _failures(results) == []
+    output = tmp_path / "out.jsonl"
+    report = validate_judge(
+        load_reader_study(READER_STUDY),
+        {"lexicon:v1": load_judge_results(output)},
+        B=2000,
+        seed=0,
+        fit_cc=False,
+    )
+    print("\n" + render_markdown(report))
+    judge = report.judges[0]
+    for scope in ("CF", "CA", "CT"):
+        counts = judge.coverage[scope].counts
+        assert counts["valid"] / sum(counts.values()) >= 0.99, (scope, counts)
+    for axis, agreement in judge.axes.items():
+        tau = agreement.tau
+        print(f"{axis}: tau_b={tau.tau} CI=[{tau.low}, {tau.high}] n={agreement.n_used}")
+    ca = judge.axes["CA"].tau
+    assert ca.tau is not None and ca.tau > 0.3  # cue detection tracks the radiologists
