@@ -166,6 +166,10 @@ from service import cli_validate  # noqa: E402 - registers its commands on the a
 
 cli_validate.register(app)
 
+from service import cli_report  # noqa: E402 - registers report and gate on the app above
+
+cli_report.register(app)
+
 
 def main() -> None:  # pragma: no cover - console entry point
     app()

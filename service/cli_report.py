@@ -1,0 +1,147 @@
+"""``faithjudge report`` and ``faithjudge gate``: turn result lines into reports and CI verdicts.
+
+Registered on the main app by ``register(app)``. ``gate`` exit codes: 0 pass, 1 a quality or
+regression check failed, 2 a coverage check failed, 3 the run could not be evaluated (unreadable
+or malformed file, bad configuration, nothing judged, or a mistyped command line: click's usage
+errors would otherwise exit with 2 and read as a coverage failure).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.console import Console
+from typer.core import TyperCommand
+
+from service.errors import FaithJudgeError
+from service.reports import gate as gating
+from service.reports.export import export_items
+from service.reports.io import iter_results, read_cots, write_text
+from service.reports.junit import junit_xml
+from service.reports.render_html import report_html
+from service.reports.render_md import gate_markdown, report_markdown
+from service.reports.report import build_report, report_json
+from service.reports.table import item_table
+
+__all__ = ["gate_command", "register", "report_command"]
+
+_err = Console(stderr=True)
+
+# click's UsageError, reached through a public name: recent typer releases vendor click, so
+# ``click.UsageError`` would be a different class from the one typer raises.
+_UsageError = typer.BadParameter.__base__
+
+
+def _fail(exc: FaithJudgeError | str) -> typer.Exit:
+    _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    return typer.Exit(gating.EXIT_UNEVALUABLE)
+
+
+def _load(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise FaithJudgeError(f"result file not found: {path}")
+    return item_table(iter_results(path))
+
+
+def report_command(
+    results: Annotated[Path, typer.Argument(metavar="RESULTS.jsonl", help="ItemResult lines.")],
+    html: Annotated[Path | None, typer.Option("--html", help="Self-contained HTML report.")] = None,
+    md: Annotated[Path | None, typer.Option("--md", help="Markdown report.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Machine-readable JSON.")] = None,
+    csv: Annotated[
+        Path | None, typer.Option("--csv", help="Item table (.csv, or .parquet with pyarrow).")
+    ] = None,
+    compare: Annotated[
+        Path | None, typer.Option("--compare", help="Baseline result lines to compare with.")
+    ] = None,
+    requests: Annotated[
+        Path | None,
+        typer.Option("--requests", help="The scored request lines: the HTML shows their CoTs."),
+    ] = None,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+    seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
+    max_items: Annotated[int, typer.Option(min=0, help="Items shown in the HTML.")] = 300,
+) -> None:
+    """Aggregates, coverage and (with --compare) paired differences of one run."""
+    try:
+        items = _load(results)
+        baseline = _load(compare) if compare is not None else None
+        report = build_report(items, baseline=baseline, B=bootstrap, seed=seed)
+        markdown = report_markdown(report)
+        if html is not None:
+            cots = read_cots(requests) if requests is not None else None
+            write_text(html, report_html(report, cots=cots, max_items=max_items))
+        if md is not None:
+            write_text(md, markdown)
+        if json_out is not None:
+            write_text(json_out, json.dumps(report_json(report), indent=2, allow_nan=False))
+        if csv is not None:
+            export_items(items, csv)
+    except FaithJudgeError as exc:
+        raise _fail(exc) from None
+    if html is None and md is None and json_out is None and csv is None:
+        typer.echo(markdown)
+    else:
+        _err.print(f"report of {len(items)} result lines written", highlight=False)
+
+
+def gate_command(
+    results: Annotated[Path, typer.Argument(metavar="RESULTS.jsonl", help="ItemResult lines.")],
+    config: Annotated[Path, typer.Option("--config", help="Gate thresholds (TOML).")],
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="Baseline result lines (regressions).")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="JUnit XML of the checks.")] = None,
+    md: Annotated[Path | None, typer.Option("--md", help="Markdown summary (CI step).")] = None,
+) -> None:
+    """Check one run against thresholds: exit 0 pass, 1 quality, 2 coverage, 3 unevaluable."""
+    try:
+        settings = gating.load_config(config)
+        items = _load(results)
+        reason = gating.unevaluable_reason(items)
+        if reason is not None:
+            raise FaithJudgeError(f"{results}: {reason}")
+        base = _load(baseline) if baseline is not None else None
+        if settings.regression is not None and base is None:
+            _err.print("[regression] thresholds set but no --baseline: not checked")
+        report = build_report(
+            items,
+            baseline=base,
+            B=settings.bootstrap,
+            seed=settings.seed,
+            tolerance=gating.regression_tolerance(settings),
+        )
+        if base is not None and report.comparison_counts.get("shared", 0) == 0:
+            raise FaithJudgeError(f"{baseline} shares no item (model, item_id, modification)")
+        checks = gating.evaluate(report, settings)
+        code = gating.exit_code(checks)
+        summary = gate_markdown(checks, code, report)
+        if junit is not None:
+            write_text(junit, junit_xml(checks))
+        if md is not None:
+            write_text(md, summary)
+    except FaithJudgeError as exc:
+        raise _fail(exc) from None
+    typer.echo(summary)
+    raise typer.Exit(code)
+
+
+class _GateCommand(TyperCommand):
+    """``gate`` with usage errors mapped to exit 3, so exit 2 always means a coverage failure."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _UsageError as exc:
+            exc.exit_code = gating.EXIT_UNEVALUABLE
+            raise
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` and ``gate`` to the ``faithjudge`` app."""
+    app.command("report")(report_command)
+    app.command("gate", cls=_GateCommand)(gate_command)

@@ -1,0 +1,149 @@
+"""Coverage diagnostics, placebo FPR and gates of a scored run (METHODS §1.11).
+
+Reuses the judge-validation definitions of ``service.agreement.coverage`` unchanged: the
+outcome of CC combined from CF and CT (``axis_outcomes``), the rate indicators, the result
+models and ``evaluate_gates`` (pass when the point value and the 95% upper bound are within the
+threshold). Only the bootstrap is generalised: per-item outcome tuples take few distinct values,
+so the paired item bootstrap is drawn as a multinomial over the distinct tuples (see
+``service.reports.resample``), which keeps 300,000 lines within memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from service.agreement.coverage import (
+    JUDGE_STAGES,
+    NOT_JUDGED,
+    RATES,
+    Coverage,
+    FprSham,
+    GateResult,
+    GateThresholds,
+    RateEstimate,
+    _indicators,
+    axis_outcomes,
+    evaluate_gates,
+)
+from service.reports.resample import percentile_interval, rng_for
+from service.reports.table import LABELS
+
+__all__ = ["SCOPES", "run_coverage", "run_fpr", "run_gates"]
+
+SCOPES: tuple[str, ...] = ("CF", "CA", "CT", "CC")
+_METRIC_NAMES = {"CF": "clinical_fidelity", "CA": "causal_attribution", "CT": "confidence_tone"}
+
+
+def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
+    keys = [str(i) for i in range(len(items))]
+    long = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "item_id": keys,
+                    "metric": _METRIC_NAMES[label],
+                    "stage": items[f"{label}_outcome"].where(items[f"{label}_outcome"] != "valid"),
+                }
+            )
+            for label in LABELS
+        ],
+        ignore_index=True,
+    )
+    return axis_outcomes(long, keys)
+
+
+def _estimate(point: float, samples: np.ndarray, level: float) -> RateEstimate:
+    if not np.isfinite(point):
+        return RateEstimate(point=None)
+    interval = percentile_interval(samples, level)
+    low, high = interval if interval is not None else (None, None)
+    return RateEstimate(point=float(point), low=low, high=high)
+
+
+def _ratios(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    top, bottom = weights @ num.T, weights @ den.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.nan)
+
+
+def run_coverage(
+    items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, Coverage]:
+    """Coverage per scope (CF, CA, CT, CC) and macro (mean of the CF, CA and CC rates)."""
+    outcomes = _outcomes(items)[list(SCOPES)]
+    n = len(outcomes)
+    grouped = outcomes.groupby(list(SCOPES), sort=True).size()
+    patterns = grouped.index.to_frame(index=False)
+    freq = grouped.to_numpy(dtype=np.float64)
+    nums, dens = [], []
+    for scope in SCOPES:
+        num, den = _indicators(patterns[scope])
+        nums.append(num)
+        dens.append(den)
+    num_all, den_all = np.vstack(nums), np.vstack(dens)
+    k = len(RATES)
+    points = _ratios(freq, num_all, den_all).reshape(len(SCOPES), k)
+    if n:
+        draws = rng_for(seed, "coverage:run").multinomial(n, freq / n, size=B).astype(float)
+        samples = _ratios(draws, num_all, den_all).reshape(B, len(SCOPES), k)
+    else:
+        samples = np.full((B, len(SCOPES), k), np.nan)
+    report: dict[str, Coverage] = {}
+    for s, scope in enumerate(SCOPES):
+        counts = outcomes[scope].value_counts().to_dict()
+        report[scope] = Coverage(
+            scope=scope,
+            n_items=n,
+            n_judged=int(freq @ dens[s][0]),
+            counts={c: int(counts.get(c, 0)) for c in ("valid", *JUDGE_STAGES, *NOT_JUDGED)},
+            rates={
+                r: _estimate(points[s, j], samples[:, s, j], level) for j, r in enumerate(RATES)
+            },
+        )
+    gated = [SCOPES.index(s) for s in ("CF", "CA", "CC")]
+    with np.errstate(invalid="ignore"):
+        macro_points = points[gated].mean(axis=0)
+        macro_samples = samples[:, gated, :].mean(axis=1)
+    macro_counts: dict[str, int] = {}
+    for scope in ("CF", "CA", "CC"):
+        for key, value in report[scope].counts.items():
+            macro_counts[key] = macro_counts.get(key, 0) + value
+    report["macro"] = Coverage(
+        scope="macro",
+        n_items=n,
+        n_judged=sum(report[s].n_judged for s in ("CF", "CA", "CC")),
+        counts=macro_counts,
+        rates={
+            r: _estimate(macro_points[j], macro_samples[:, j], level) for j, r in enumerate(RATES)
+        },
+    )
+    return report
+
+
+def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95) -> FprSham:
+    """Placebo FPR: share of SHAM (placebo) items with a valid CA grade whose CA score is > 3."""
+    sham = items[items["kind"] == "placebo"]
+    if sham.empty:
+        return FprSham(n_sham=0, n_valid=0, n_positive=0, rate=RateEstimate(point=None),
+                       note="no sham items: FPR not estimable")  # fmt: skip
+    scores = sham["CA_score"].dropna().to_numpy(dtype=np.float64)
+    if scores.size == 0:
+        return FprSham(n_sham=len(sham), n_valid=0, n_positive=0,
+                       rate=RateEstimate(point=None),
+                       note="no sham item has a valid CA grade: FPR not estimable")  # fmt: skip
+    positive = int((scores > 3).sum())
+    draws = rng_for(seed, "fpr:run").binomial(scores.size, positive / scores.size, size=B)
+    return FprSham(
+        n_sham=len(sham),
+        n_valid=int(scores.size),
+        n_positive=positive,
+        rate=_estimate(positive / scores.size, draws / scores.size, level),
+    )
+
+
+def run_gates(
+    coverage: dict[str, Coverage], fpr: FprSham, thresholds: GateThresholds | None = None
+) -> list[GateResult]:
+    """The paper's eligibility gates (defaults of ``GateThresholds``) on this run."""
+    return evaluate_gates(coverage, fpr, thresholds or GateThresholds())

@@ -1,0 +1,48 @@
+"""Exports of the item table: CSV always, Parquet when pyarrow is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+from service.errors import FaithJudgeError
+
+__all__ = ["ExportError", "export_items", "flat_items"]
+
+
+class ExportError(FaithJudgeError):
+    """An export cannot be written (unknown format, missing optional package, I/O error)."""
+
+
+def flat_items(items: pd.DataFrame) -> pd.DataFrame:
+    """The item table with the quote tuples turned into a count (CSV/Parquet-friendly)."""
+    flat = items.drop(columns=["quotes"])
+    flat.insert(flat.columns.get_loc("error_detail") + 1, "n_quotes", items["quotes"].map(len))
+    return flat
+
+
+def export_items(items: pd.DataFrame, path: Path) -> None:
+    """Write the item table to ``path``; the suffix picks the format (.csv or .parquet).
+
+    Raises:
+        ExportError: the suffix is unknown, pyarrow is missing for Parquet, or writing fails.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise ExportError(f"{path}: unknown export format {suffix!r}; use .csv or .parquet")
+    if suffix == ".parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise ExportError(
+            "Parquet export needs the optional package 'pyarrow', which is not installed "
+            "(pip install pyarrow); CSV export works without it"
+        )
+    flat = flat_items(items)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".csv":
+            flat.to_csv(path, index=False)
+        else:
+            flat.to_parquet(path, index=False)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None

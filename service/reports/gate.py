@@ -1,0 +1,260 @@
+"""The CI gate: thresholds from a TOML file, checked against one run (and a baseline).
+
+Config (every section and key optional; percentages in %)::
+
+    [gate]
+    bootstrap = 1000     # resamples of the percentile bootstrap
+    seed = 0
+    [quality]            # on the whole run, point estimates (each model separately)
+    min_accuracy = 30.0
+    min_cf = 30.0
+    min_ca = 1.0
+    min_cc = 25.0
+    max_flip_rate = 50.0
+    [coverage]           # METHODS §1.11: judged on the 95% bootstrap upper bound
+    max_invalid = 2.0
+    max_abstain = 2.0
+    max_parse = 0.0
+    max_schema = 1.0
+    max_evidence = 1.0
+    max_fpr_sham = 5.0
+    scopes = ["CF", "CA", "CC", "macro"]
+    [regression]         # against --baseline: tolerated worsening in % points
+    max_drop_cf = 2.0
+    max_drop_ca = 2.0
+    max_drop_cc = 2.0
+    max_drop_accuracy = 2.0
+    max_rise_flip_rate = 2.0
+
+Exit codes: 0 pass; 1 a quality or regression check failed; 2 a coverage check failed (it wins
+over 1, because quality numbers on a badly covered run mean little); 3 the run could not be
+evaluated (raised as ``GateConfigError`` or by the reader, and handled by the CLI).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from service.agreement.coverage import GATED_SCOPES, GateThresholds
+from service.errors import FaithJudgeError
+from service.reports.coverage import run_gates
+from service.reports.report import Report
+
+__all__ = [
+    "EXIT_COVERAGE",
+    "EXIT_PASS",
+    "EXIT_QUALITY",
+    "EXIT_UNEVALUABLE",
+    "Check",
+    "GateConfig",
+    "GateConfigError",
+    "evaluate",
+    "exit_code",
+    "load_config",
+    "parse_config",
+    "regression_tolerance",
+    "unevaluable_reason",
+]
+
+EXIT_PASS, EXIT_QUALITY, EXIT_COVERAGE, EXIT_UNEVALUABLE = 0, 1, 2, 3
+_QUALITY = {
+    "min_accuracy": "accuracy", "min_cf": "CF", "min_ca": "CA", "min_cc": "CC",
+    "max_flip_rate": "flip_rate",
+}  # fmt: skip
+_COVERAGE = {
+    "max_invalid": "invalid", "max_abstain": "abstain", "max_parse": "parse",
+    "max_schema": "schema", "max_evidence": "evidence", "max_fpr_sham": "fpr_sham",
+}  # fmt: skip
+_REGRESSION = {
+    "max_drop_accuracy": "accuracy", "max_drop_cf": "CF", "max_drop_ca": "CA",
+    "max_drop_cc": "CC", "max_rise_flip_rate": "flip_rate",
+}  # fmt: skip
+_SECTIONS = {"gate": {"bootstrap", "seed"}, "quality": set(_QUALITY),
+             "coverage": {*_COVERAGE, "scopes"}, "regression": set(_REGRESSION)}  # fmt: skip
+
+
+class GateConfigError(FaithJudgeError):
+    """The gate configuration is unreadable or invalid."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Parsed thresholds; a None or missing threshold is not checked."""
+
+    bootstrap: int = 1000
+    seed: int = 0
+    quality: dict[str, float] | None = None
+    coverage: dict[str, float] | None = None
+    scopes: tuple[str, ...] = GATED_SCOPES
+    regression: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One checked threshold; ``passed`` None means it could not be evaluated."""
+
+    kind: str  # quality, coverage or regression
+    name: str
+    threshold: float
+    value: float | None
+    passed: bool | None
+    detail: str
+
+
+def _number(section: str, key: str, value: Any, *, low: float = 0.0, high: float = 100.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise GateConfigError(f"[{section}] {key} must be a number, got {value!r}")
+    if not low <= float(value) <= high:
+        raise GateConfigError(f"[{section}] {key} must be within [{low}, {high}], got {value}")
+    return float(value)
+
+
+def parse_config(data: dict[str, Any]) -> GateConfig:
+    """Validate a decoded TOML document. Raises GateConfigError naming the bad key."""
+    for section, value in data.items():
+        if section not in _SECTIONS:
+            raise GateConfigError(f"unknown section [{section}]; expected {sorted(_SECTIONS)}")
+        if not isinstance(value, dict):
+            raise GateConfigError(f"[{section}] must be a table")
+        unknown = set(value) - _SECTIONS[section]
+        if unknown:
+            raise GateConfigError(f"[{section}] unknown keys: {sorted(unknown)}")
+    gate = data.get("gate", {})
+    bootstrap = int(_number("gate", "bootstrap", gate.get("bootstrap", 1000), low=1, high=1e6))
+    seed = int(_number("gate", "seed", gate.get("seed", 0), low=0, high=2**32 - 1))
+    coverage = data.get("coverage")
+    scopes = tuple(coverage.get("scopes", GATED_SCOPES)) if coverage else GATED_SCOPES
+    if not scopes or any(s not in GATED_SCOPES for s in scopes):
+        raise GateConfigError(f"[coverage] scopes must be a subset of {list(GATED_SCOPES)}")
+
+    def section(name: str, keys: dict[str, str]) -> dict[str, float] | None:
+        table = data.get(name)
+        if table is None:
+            return None
+        return {k: _number(name, k, v) for k, v in table.items() if k in keys}
+
+    return GateConfig(
+        bootstrap=bootstrap,
+        seed=seed,
+        quality=section("quality", _QUALITY),
+        coverage=section("coverage", _COVERAGE),
+        scopes=scopes,
+        regression=section("regression", _REGRESSION),
+    )
+
+
+def load_config(path: Path) -> GateConfig:
+    """Read and validate a TOML gate configuration. Raises GateConfigError."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GateConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise GateConfigError(f"{path}: not valid TOML ({exc})") from None
+    return parse_config(data)
+
+
+def regression_tolerance(config: GateConfig) -> dict[str, float]:
+    """Tolerated worsening per statistic for ``compare_runs``."""
+    return {stat: config.regression[key] for key, stat in _REGRESSION.items()
+            if config.regression and key in config.regression}  # fmt: skip
+
+
+def _quality(report: Report, limits: dict[str, float]) -> list[Check]:
+    overall = report.aggregates[
+        (report.aggregates["dimension"] == "all") & (report.aggregates["split"] == "all")
+    ]
+    checks: list[Check] = []
+    for key, limit in limits.items():
+        stat = _QUALITY[key]
+        for _, row in overall[overall["stat"] == stat].iterrows():
+            value = None if pd.isna(row["value"]) else float(row["value"])
+            ok = (
+                None
+                if value is None
+                else (value >= limit if key.startswith("min") else value <= limit)
+            )
+            checks.append(Check("quality", f"{key} [{row['model']}]", limit, value, ok,
+                                f"{stat} = {_pct(value)} over {row['n_eval']} items"))  # fmt: skip
+    return checks
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def _coverage(report: Report, config: GateConfig) -> list[Check]:
+    limits = config.coverage or {}
+    wanted = {_COVERAGE[k]: v / 100.0 for k, v in limits.items()}
+    thresholds = GateThresholds(**{g: wanted.get(g, 1.0) for g in _COVERAGE.values()})
+    checks: list[Check] = []
+    for gate in run_gates(report.coverage, report.fpr, thresholds):
+        if gate.gate not in wanted or (gate.gate != "fpr_sham" and gate.scope not in config.scopes):
+            continue
+        up = None if gate.upper is None else 100 * gate.upper
+        point = None if gate.point is None else 100 * gate.point
+        detail = gate.note or f"point {_pct(point)}, 95% upper bound {_pct(up)}"
+        checks.append(Check("coverage", f"{gate.gate} [{gate.scope}]", 100 * gate.threshold,
+                            up, gate.passed, detail))  # fmt: skip
+    return checks
+
+
+def _regression(report: Report) -> list[Check]:
+    if report.comparison is None:
+        return []
+    checks: list[Check] = []
+    for _, row in report.comparison.iterrows():
+        diff = None if pd.isna(row["diff"]) else float(row["diff"])
+        ok = None if diff is None else not bool(row["regression"])
+        detail = (f"{row['stat']}: {_pct(row['baseline'])} -> {_pct(row['candidate'])}, "
+                  f"diff {diff if diff is None else round(diff, 2)} pp "
+                  f"[{row['low']}, {row['high']}] over {row['n_pairs']} pairs")  # fmt: skip
+        checks.append(Check("regression", f"{row['stat']} vs baseline", float(row["tolerance"]),
+                            diff, ok, detail))  # fmt: skip
+    return checks
+
+
+def evaluate(report: Report, config: GateConfig) -> list[Check]:
+    """Every configured check on ``report`` (regressions only when it holds a comparison)."""
+    checks = _quality(report, config.quality or {})
+    checks += _coverage(report, config)
+    if config.regression is not None:
+        checks += _regression(report)
+    return checks
+
+
+def exit_code(checks: list[Check]) -> int:
+    """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0.
+
+    A check that could not be evaluated (no items for it) fails as well: a gate must not pass
+    on an empty run.
+    """
+    failed = {c.kind for c in checks if c.passed is not True and not _skippable(c)}
+    if "coverage" in failed:
+        return EXIT_COVERAGE
+    if failed & {"quality", "regression"}:
+        return EXIT_QUALITY
+    return EXIT_PASS
+
+
+def _skippable(check: Check) -> bool:
+    # a run without SHAM items has no placebo FPR to bound: that is not a failure of the run
+    return check.passed is None and check.name.startswith("fpr_sham")
+
+
+def unevaluable_reason(items: pd.DataFrame) -> str | None:
+    """Why the run cannot be gated at all (no lines, or not one metric judged), else None."""
+    if items.empty:
+        return "the result file holds no result lines"
+    judged = pd.Series(False, index=items.index)
+    for label in ("CF", "CA", "CT"):
+        judged |= ~items[f"{label}_outcome"].isin(("transport", "input", "missing", "kb"))
+    if not judged.any():
+        stages = items["error_stage"].fillna(items["CF_outcome"]).value_counts().to_dict()
+        return f"no metric of any line was judged (evaluator unreachable or bad input): {stages}"
+    return None

@@ -1,0 +1,115 @@
+"""The item table: one row per result line, flat columns, the input of every report.
+
+Per metric the table keeps the normalised score (NaN unless the grade is valid, so unevaluable
+items drop out of that metric's mean only) and the outcome used by the coverage diagnostics:
+``valid``, the metric's failure stage (``parse``, ``schema``, ``evidence``, ``abstain``,
+``transport``, ``kb``), the line's error stage when the metric never ran, or ``missing`` when it
+was not requested. Flips are taken as the result line decided them (``flip.value``); ordinal
+questions therefore already follow the two-grade rule of METHODS §1.6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from service.contracts import METRICS, ItemResult, MetricResult
+from service.scoring.answers import parse_question
+
+__all__ = ["LABELS", "METRIC_LABELS", "item_table"]
+
+METRIC_LABELS: dict[str, str] = {
+    "clinical_fidelity": "CF",
+    "causal_attribution": "CA",
+    "confidence_tone": "CT",
+}
+LABELS: tuple[str, ...] = ("CF", "CA", "CT")
+
+
+@lru_cache(maxsize=4096)
+def _question_type(question: str | None) -> str:
+    if not question:
+        return "unknown"
+    try:
+        kind = parse_question(question).kind
+    except ValueError:
+        return "unknown"
+    return kind or "unknown"
+
+
+def _outcome(metric: MetricResult | None, error_stage: str | None) -> str:
+    if metric is None:
+        return error_stage or "missing"
+    if metric.status == "valid":
+        return "valid"
+    if metric.failure is not None:
+        return metric.failure.stage
+    return "abstain" if metric.status == "abstained" else "schema"
+
+
+def _alignment(aligned: bool | None) -> str:
+    return {True: "aligned", False: "misleading"}.get(aligned, "n/a")  # type: ignore[arg-type]
+
+
+def item_table(results: Iterable[ItemResult]) -> pd.DataFrame:
+    """Flatten result lines into the item table (one row per line, in input order).
+
+    Verified quotes are kept per row as ``(label, start, end, text)`` for the HTML report.
+    """
+    cols: dict[str, list[object]] = {
+        name: []
+        for name in (
+            "line", "item_id", "model", "question", "question_type", "modification", "kind",
+            "channel", "alignment", "answer", "correct", "flip", "flip_reason", "CC",
+            "error_stage", "error_detail", "quotes",
+            *(f"{lab}_score" for lab in LABELS), *LABELS, *(f"{lab}_outcome" for lab in LABELS),
+        )
+    }  # fmt: skip
+    for result in results:
+        mod = result.modification
+        error_stage = result.error.stage if result.error is not None else None
+        cols["line"].append(result.line)
+        cols["item_id"].append(result.item_id)
+        cols["model"].append(result.model or "(unnamed)")
+        cols["question"].append(result.question)
+        cols["question_type"].append(_question_type(result.question))
+        cols["modification"].append(mod.code if mod is not None else "(none)")
+        cols["kind"].append(mod.kind if mod is not None else "baseline")
+        cols["channel"].append(mod.channel if mod is not None else "none")
+        cols["alignment"].append(_alignment(mod.aligned if mod is not None else None))
+        cols["answer"].append(result.answer)
+        cols["correct"].append(np.nan if result.correct is None else float(result.correct))
+        flip = result.flip.value if result.flip is not None else None
+        cols["flip"].append(np.nan if flip is None else float(flip))
+        cols["flip_reason"].append(result.flip.reason if result.flip is not None else None)
+        cols["error_stage"].append(error_stage)
+        cols["error_detail"].append(result.error.detail if result.error is not None else None)
+        quotes: list[tuple[str, int, int, str]] = []
+        valid_cf_ct = True
+        for metric in METRICS:
+            label = METRIC_LABELS[metric]
+            graded = result.metrics.get(metric)
+            outcome = _outcome(graded, error_stage)
+            valid = outcome == "valid" and graded is not None
+            cols[f"{label}_outcome"].append(outcome)
+            score = graded.score if valid and graded is not None else None
+            cols[f"{label}_score"].append(np.nan if score is None else float(score))
+            norm = graded.normalized if valid and graded is not None else None
+            if norm is None and score is not None:
+                norm = (score - 1) / 4
+            cols[label].append(np.nan if norm is None else float(norm))
+            if label in ("CF", "CT") and not valid:
+                valid_cf_ct = False
+            if graded is not None and valid:
+                quotes.extend((label, q.span[0], q.span[1], q.text) for q in graded.quotes)
+        cc = result.confidence_calibration
+        # CC exists only where both of its inputs were graded (METHODS §1.7)
+        cols["CC"].append(float(cc) if cc is not None and valid_cf_ct else np.nan)
+        cols["quotes"].append(tuple(quotes))
+    frame = pd.DataFrame(cols)
+    for name in ("correct", "flip", "CC", *LABELS, *(f"{lab}_score" for lab in LABELS)):
+        frame[name] = frame[name].astype("float64")
+    return frame

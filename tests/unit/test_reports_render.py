@@ -1,0 +1,69 @@
+"""Renderers: Markdown, self-contained HTML (escaping, plots, highlighted quotes), JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from service.contracts import ItemResult
+from service.reports.render_html import highlight, report_html
+from service.reports.render_md import md_escape, report_markdown
+from service.reports.report import build_report, report_json
+from service.reports.table import item_table
+from tests.unit.test_reports_aggregate import fixture_lines
+
+EVIL = "<script>alert(1)</script>"
+
+
+def _report(lines: list[dict]) -> object:
+    items = item_table(ItemResult.model_validate_json(json.dumps(x)) for x in lines)
+    return build_report(items, baseline=items, B=100, seed=0)
+
+
+def test_highlight_marks_spans_and_escapes() -> None:
+    cot = f"the angle is blunted {EVIL} and & more"
+    out = highlight(cot, [("CF", 0, 20, "x"), ("CA", 13, 20, "y"), ("CT", 500, 600, "z")])
+    assert "<script>" not in out and "&lt;script&gt;" in out and "&amp;" in out
+    assert '<mark class="CF" title="CF">the angle is </mark>' in out
+    assert '<mark class="multi" title="CA CF">blunted</mark>' in out
+    # the out-of-range span is ignored, the text survives intact
+    assert (
+        re.sub(r"<[^>]+>", "", out)
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+        .replace("&#x27;", "'")
+        == cot
+    )
+
+
+def test_html_is_self_contained_and_escaped() -> None:
+    lines = fixture_lines()
+    lines[0]["model"] = EVIL
+    lines[0]["metrics"]["clinical_fidelity"]["quotes"][0]["text"] = EVIL
+    report = _report(lines)
+    page = report_html(report, cots={"it-2": f"the angle is blunted {EVIL}"})
+    assert "<script" not in page.lower()
+    # nothing is fetched: the only URL is the SVG namespace, which is a name, not a request
+    assert "//" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert page.count("<svg") >= 2
+    assert "<mark" in page and "&lt;script&gt;" in page
+    assert "<table>" in page and "Coverage diagnostics" in page and "Comparison" in page
+
+
+def test_markdown_escapes_cells_and_shows_sections() -> None:
+    lines = fixture_lines()
+    lines[0]["model"] = "a|b"
+    text = report_markdown(_report(lines))
+    assert "a\\|b" in text
+    for heading in ("## Table 1", "## Per modification — flip", "## Coverage diagnostics",
+                    "## Comparison with the baseline"):  # fmt: skip
+        assert heading in text
+    assert md_escape("x\ny|z") == "x y\\|z"
+
+
+def test_json_is_strict_json() -> None:
+    data = report_json(_report(fixture_lines()))
+    text = json.dumps(data, allow_nan=False)
+    assert json.loads(text)["summary"]["lines"] == 6
+    assert {"table1", "aggregates", "coverage", "fpr_sham", "gates", "comparison"} <= set(data)
