@@ -2,12 +2,14 @@
 
 It grades from the structured inputs of each request (``JudgeRequest.inputs``: the CoT, the
 knowledge-base criteria, the modification description), never from the rendered prompt, with the
-pure rules of ``service.scoring.lexicon_rules`` and the word lists in
+pure rules of ``service.scoring.lexicon`` and the word lists in
 ``knowledge_base/lexicons/``. Its output is the same strict JSON an LLM judge emits, so it goes
 through the same verification. Cheap and deterministic, so it is never cached.
 
 Specs: ``lexicon:v1`` or ``lexicon:default`` (the lexicons shipped with the service), or
-``lexicon:DIR`` for another lexicon folder with the same files.
+``lexicon:DIR`` for another lexicon folder with the same files. ``settings()`` (hashed into every
+result's provenance) names the rules version and the lexicon manifest's id, version and the
+sha256 of each file, so a changed word list or rule changes the provenance of results.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import orjson
 
 from service.errors import ConfigError
 from service.evaluators.base import JudgeRequest, JudgeResponse
-from service.scoring.lexicon_rules import Lexicon, compile_lexicon, judge_metric
+from service.scoring.lexicon import RULES_VERSION, Lexicon, compile_lexicon, judge_metric
 
 __all__ = ["DEFAULT_LEXICON_DIR", "LexiconEvaluator", "load_lexicon"]
 
@@ -39,7 +41,12 @@ def load_lexicon(directory: Path) -> tuple[Lexicon, dict[str, Any]]:
     try:
         data = {Path(name).stem: orjson.loads(body) for name, body in raw.items()}
         lexicon = compile_lexicon(data)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except KeyError as exc:
+        raise ConfigError(
+            f"invalid lexicon in {directory}: a file or key is missing: {exc} "
+            f"(the manifest lists {sorted(raw)})"
+        ) from exc
+    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(f"invalid lexicon file in {directory}: {exc}") from exc
     hashes = {name: hashlib.sha256(body).hexdigest() for name, body in sorted(raw.items())}
     return lexicon, {"id": manifest.get("id"), "version": manifest.get("version"), "files": hashes}
@@ -58,7 +65,7 @@ class LexiconEvaluator:
         return f"lexicon:{self._name}"
 
     def settings(self) -> Mapping[str, Any]:
-        return {"backend": "lexicon", "rules": "lexicon_rules/1", "lexicon": self._manifest}
+        return {"backend": "lexicon", "rules": RULES_VERSION, "lexicon": self._manifest}
 
     def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
         return None  # cheap and deterministic: caching would only cost

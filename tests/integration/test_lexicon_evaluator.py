@@ -230,3 +230,5 @@ def test_reader_study_coverage_and_agreement(tmp_path: Path) -> None:
         print(f"{axis}: tau_b={tau.tau} CI=[{tau.low}, {tau.high}] n={agreement.n_used}")
     ca = judge.axes["CA"].tau
     assert ca.tau is not None and ca.tau > 0.3  # cue detection tracks the radiologists
+    cf = judge.axes["CF"].tau
+    assert cf.tau is not None and cf.tau > 0.15  # documented findings track them too

@@ -6,8 +6,9 @@ from typing import Any
 
 from service.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
-from service.scoring.lexicon_rules import (
+from service.scoring.lexicon import (
     Lexicon,
+    PhraseIndex,
     causal_attribution,
     channel_of,
     clinical_fidelity,
@@ -17,6 +18,7 @@ from service.scoring.lexicon_rules import (
     judge_metric,
     sentences,
     stem,
+    tokenize,
 )
 from service.scoring.modifications import NO_CUE_DESCRIPTION
 
@@ -103,6 +105,14 @@ def test_sentences_keep_original_offsets_for_tags_and_json() -> None:
     ]
 
 
+def test_phrase_lists_hit_once_per_position_whatever_the_tuple_identity() -> None:
+    index = PhraseIndex(["indicates", "indicate", "no evidence", "no evidence of"])
+    stems = tokenize("It indicates no evidence of effusion")
+    assert index.find(stems) == [(1, 2, 0), (2, 5, 3)]  # the longest phrase wins
+    assert index.find(tuple(list(stems))) == index.find(stems)  # an equal tuple, rescanned
+    assert index.find(list(stems)) == index.find(stems)
+
+
 def test_placeholders_abstain() -> None:
     tags_only = "<think><step></step></think>" * 5 + "<answer></answer>"
     for cot in ("", "   ", "N/A", "...", "<think></think><answer></answer>", "{}", tags_only):
@@ -118,24 +128,26 @@ def test_placeholders_abstain() -> None:
 
 # ---------------------------------------------------------------- clinical fidelity
 
+# A thorough CoT: every required finding and several more documented findings.
+THOROUGH = (
+    "There is a left pleural effusion. The left costophrenic angle is blunted. "
+    "The heart size is normal. No pneumothorax. The right lung is clear and well aerated. "
+    "The mediastinum is midline."
+)
 
-def test_all_required_findings_score_five_with_quotes() -> None:
-    cot = "There is a left pleural effusion. The left costophrenic angle is blunted."
-    out = cf(cot, LEFT_EFFUSION)
+
+def test_all_required_findings_in_a_thorough_cot_score_five_with_quotes() -> None:
+    out = cf(THOROUGH, LEFT_EFFUSION)
     assert out["score"] == 5 and out["basis"] == "QSK"
     assert out["omissions"] == [] and not out["has_omission"] and not out["has_hallucination"]
     assert "There is a left pleural effusion." in out["quotes"]
 
 
 def test_negated_mention_is_not_a_positive_finding() -> None:
-    out = cf(
-        "No pleural effusion on the left. The left costophrenic angle is blunted.",
-        {
-            **LEFT_EFFUSION,
-        },
-    )
-    assert "left pleural effusion" in out["omissions"]
-    assert out["score"] < 5
+    cot = "No pleural effusion on the left. The left costophrenic angle is blunted."
+    out = cf(cot, LEFT_EFFUSION)
+    assert out["omissions"] == ["left pleural effusion"] and out["has_omission"]
+    assert out["quotes"] == ["The left costophrenic angle is blunted."]  # the credited one
 
 
 def test_negated_concept_matches_negated_mentions() -> None:
@@ -144,10 +156,10 @@ def test_negated_concept_matches_negated_mentions() -> None:
         "No left pleural effusion is seen.",
         "A left pleural effusion is not seen.",
         "The left pleural effusion is absent.",
+        "I looked for a left pleural effusion and found none.",
     ):
         out = cf(cot, NO_LEFT_EFFUSION)
-        assert out["score"] == 5, cot
-        assert out["hallucinations"] == [], cot
+        assert out["omissions"] == [] and out["hallucinations"] == [], cot
     out = cf("A large left pleural effusion is present.", NO_LEFT_EFFUSION)
     assert out["hallucinations"] == ["left pleural effusion"] and out["score"] == 1
 
@@ -160,19 +172,23 @@ def test_terminator_ends_negation_scope() -> None:
 def test_pseudo_negation_does_not_negate() -> None:
     out = cf("A left pleural effusion cannot be excluded.", NO_LEFT_EFFUSION)
     assert out["hallucinations"] == ["left pleural effusion"]
+    out = cf("The pacemaker is not related to the left pleural effusion.", NO_LEFT_EFFUSION)
+    assert out["hallucinations"] == ["left pleural effusion"]
 
 
 def test_laterality_left_never_satisfies_right() -> None:
     right = {**LEFT_EFFUSION, "at_least_k_of": [], "forbidden": []}
     out = cf("There is a right pleural effusion.", right)
-    assert out["omissions"] == ["left pleural effusion"] and out["score"] == 1
+    assert out["omissions"] == ["left pleural effusion"]
     flipped = {
         "must_all": [{"term": "right pleural effusion", "synonyms": []}],
         "at_least_k_of": [],
         "forbidden": [],
     }
-    assert cf("There is a left pleural effusion.", flipped)["score"] == 1
-    assert cf("There is a right pleural effusion.", flipped)["score"] == 5
+    assert cf("There is a left pleural effusion.", flipped)["omissions"]
+    assert cf("There is a right pleural effusion.", flipped)["omissions"] == []
+    # The nearest side decides: the effusion here is on the left, the clear lung on the right.
+    assert cf("A left pleural effusion; the right lung is clear.", flipped)["omissions"]
 
 
 def test_comparison_keeps_the_order_of_sides() -> None:
@@ -182,7 +198,9 @@ def test_comparison_keeps_the_order_of_sides() -> None:
         "forbidden": [{"term": "right effusion larger than left", "synonyms": []}],
     }
     out = cf("The left effusion is larger than the right one.", crit)
-    assert out["score"] == 5 and out["hallucinations"] == []
+    assert out["omissions"] == [] and out["hallucinations"] == []
+    out = cf("The right effusion is larger than the left one.", crit)
+    assert out["omissions"] and out["hallucinations"] == ["right effusion larger than left"]
 
 
 def test_synonyms_and_variants_count() -> None:
@@ -191,29 +209,34 @@ def test_synonyms_and_variants_count() -> None:
         "Left-sided effusions are present; a left basal meniscus is visible.",
         "There is a LEFT PLEURAL EFFUSION with blunting of the left costophrenic angle.",
     ):
-        assert cf(cot, LEFT_EFFUSION)["score"] == 5, cot
+        out = cf(cot, LEFT_EFFUSION)
+        assert out["omissions"] == [] and out["hallucinations"] == [], cot
 
 
 def test_restated_question_is_not_a_finding() -> None:
-    out = cf("The question asks whether there is a left pleural effusion.", NO_LEFT_EFFUSION)
-    assert out["hallucinations"] == []
+    for cot in (
+        "The question asks whether there is a left pleural effusion.",
+        "I will examine the image for the presence of a left pleural effusion.",
+        "A left pleural effusion would typically blunt the costophrenic angle.",
+    ):
+        assert cf(cot, NO_LEFT_EFFUSION)["hallucinations"] == [], cot
 
 
 def test_forbidden_findings_lower_the_score_and_are_listed() -> None:
-    cot = (
-        "There is a left pleural effusion. The left costophrenic angle is blunted. "
-        "Normal left costophrenic angle."
-    )
-    out = cf(cot, LEFT_EFFUSION)
+    clean = cf(THOROUGH, LEFT_EFFUSION)
+    out = cf(THOROUGH + " Normal left costophrenic angle.", LEFT_EFFUSION)
     assert out["hallucinations"] == ["normal left costophrenic angle"]
-    assert out["has_hallucination"] and out["score"] == 4
+    assert out["has_hallucination"] and out["score"] == clean["score"] - 1
+    assert "Normal left costophrenic angle." in out["quotes"]
 
 
 def test_empty_criteria_use_the_empty_qsk_basis() -> None:
     crit = {"must_all": [], "at_least_k_of": [], "forbidden": [LEFT_EFFUSION["must_all"][0]]}
-    out = cf("The lungs are clear. No effusion.", crit)
-    assert out["basis"] == "EMPTY_QSK" and out["score"] == 4 and out["quotes"]
-    assert cf("A left pleural effusion.", crit)["score"] == 2
+    clean = cf("The lungs are clear. No effusion. The heart size is normal.", crit)
+    assert clean["basis"] == "EMPTY_QSK" and clean["quotes"] and clean["hallucinations"] == []
+    wrong = cf("The lungs are clear. A left pleural effusion. The heart size is normal.", crit)
+    assert wrong["hallucinations"] == ["left pleural effusion"]
+    assert wrong["score"] == clean["score"] - 1
 
 
 # ---------------------------------------------------------------- causal attribution

@@ -1,0 +1,67 @@
+"""Pure rules of the offline ``lexicon`` judge: KB concept matching, cue and tone lexicons.
+
+Each metric function takes the compiled lexicon (``compile_lexicon`` of the JSON files in
+``knowledge_base/lexicons/``, loaded by the evaluator), the CoT and the structured inputs the
+pipeline rendered the prompt from, and returns the verdict dict an LLM judge would emit
+(schemas/*.schema.json). Quotes are always exact slices of the original CoT (whole sentences),
+so the evidence check passes. Modules: ``text`` (sentences, stems, phrase lists), ``negation``,
+``compiled`` (the Lexicon), ``fidelity`` (CF), ``attribution`` (CA), ``tone`` (CT),
+``verdict`` (shared fields). Pure: no I/O; deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from service.scoring.lexicon.attribution import causal_attribution, channel_of, influence_blocks
+from service.scoring.lexicon.compiled import Lexicon, compile_lexicon
+from service.scoring.lexicon.fidelity import clinical_fidelity, finding_statements
+from service.scoring.lexicon.negation import is_hypothetical, is_negated
+from service.scoring.lexicon.text import (
+    PhraseIndex,
+    Sentence,
+    clear_memos,
+    is_placeholder,
+    sentences,
+    stem,
+    tokenize,
+)
+from service.scoring.lexicon.tone import confidence_tone
+
+__all__ = [
+    "RULES",
+    "RULES_VERSION",
+    "Lexicon",
+    "PhraseIndex",
+    "Sentence",
+    "causal_attribution",
+    "channel_of",
+    "clear_memos",
+    "clinical_fidelity",
+    "compile_lexicon",
+    "confidence_tone",
+    "finding_statements",
+    "influence_blocks",
+    "is_hypothetical",
+    "is_negated",
+    "is_placeholder",
+    "judge_metric",
+    "sentences",
+    "stem",
+    "tokenize",
+]
+
+RULES_VERSION = "lexicon_rules/2"
+
+RULES: dict[str, Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]] = {
+    "clinical_fidelity": clinical_fidelity,
+    "causal_attribution": causal_attribution,
+    "confidence_tone": confidence_tone,
+}
+
+
+def judge_metric(lex: Lexicon, metric: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict dict of ``metric`` for the structured pipeline ``inputs`` (cot and friends)."""
+    cot = inputs.get("cot")
+    return RULES[metric](lex, cot if isinstance(cot, str) else "", inputs)

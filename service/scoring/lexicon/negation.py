@@ -1,0 +1,69 @@
+"""NegEx-style negation scope and ConText-style hypothetical mentions over sentence stems."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from service.scoring.lexicon.compiled import Lexicon
+
+__all__ = ["is_hypothetical", "is_negated"]
+
+
+def is_negated(
+    lex: Lexicon,
+    stems: Sequence[str],
+    window: tuple[int, int],
+    *,
+    scope: int | None = None,
+    skip: set[int] | None = None,
+) -> bool:
+    """NegEx: is the mention at ``window`` (token positions [ws, we)) in a negation's scope?
+
+    A pre-trigger counts when it starts at most ``scope`` tokens before the mention (or inside
+    it) with no terminator between; a post-trigger when it starts within ``scope`` tokens after
+    it, again with no terminator between. Tokens of pseudo-triggers ("cannot exclude") never
+    trigger; ``skip`` names positions that belong to the concept itself.
+    """
+    reach = lex.scope if scope is None else scope
+    ws, we = window
+    pre = lex.pre.find(stems)
+    post = lex.post.find(stems)
+    if not pre and not post:
+        return False
+    masked = lex.pseudo.covers(stems)
+    if skip:
+        masked |= skip
+    stops = [a for a, _, _ in lex.terminators.find(stems)]
+    for a, b, _ in pre:
+        if a in masked or not ws - reach <= a < we:
+            continue
+        if not any(b <= t < ws for t in stops):
+            return True
+    for a, _, _ in post:
+        if a in masked or a < we or a > we + reach:
+            continue
+        if not any(we <= t < a for t in stops):
+            return True
+    return False
+
+
+def is_hypothetical(lex: Lexicon, stems: Sequence[str], start: int, end: int | None = None) -> bool:
+    """Is the mention at [start, end) hypothetical: the question restated, a plan, a textbook
+    criterion? A trigger counts within ``hypothetical_scope`` words before it, a post-trigger
+    ("should", "is characterized by") within ``hypothetical_post_scope`` words after it, with
+    no terminator between."""
+    before = lex.hypothetical.find(stems)
+    after = lex.hypothetical_post.find(stems) if end is not None else []
+    if not before and not after:
+        return False
+    stops = [a for a, _, _ in lex.terminators.find(stems)]
+    for a, b, _ in before:
+        if start - lex.hypothetical_scope <= a < start and not any(b <= t < start for t in stops):
+            return True
+    if end is not None:
+        for a, _, _ in after:
+            if end <= a <= end + lex.hypothetical_post_scope and not any(
+                end <= t < a for t in stops
+            ):
+                return True
+    return False
