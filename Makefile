@@ -1,15 +1,19 @@
-# The README's two commands: `make run` (set up + score the examples) and `make test`.
+# The README's two commands: `make run` (set up, score and report the examples, start the
+# service and show a first score with curl) and `make test`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench lock clean
+.PHONY: install run serve test lint format bench lock clean
 
+# torch goes first, pinned: the sidecar extra accepts a range, and an unpinned resolve could pick
+# a multi-GB CUDA build. On a CUDA machine install the matching torch build before `make install`.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==26.3
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,sidecar]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -17,7 +21,14 @@ install: $(STAMP)
 run: $(STAMP)
 	rm -f out/demo_results.jsonl
 	$(BIN)/faithjudge score examples/demo.jsonl -o out/demo_results.jsonl
-	@echo "results: out/demo_results.jsonl"
+	$(BIN)/faithjudge report out/demo_results.jsonl --html out/demo_report.html \
+		--md out/demo_report.md --requests examples/demo.jsonl
+	@echo "results: out/demo_results.jsonl; report: out/demo_report.html"
+	BIN=$(BIN) scripts/first_score.sh
+
+# The REST service on the embedded defaults (SQLite job store in ~/.faithjudge, offline judge).
+serve: $(STAMP)
+	$(BIN)/faithjudge serve --host 127.0.0.1 --port 8000
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -37,7 +48,8 @@ bench: $(STAMP)
 
 # Re-pin: resolve pyproject's pins plus their dependencies into constraints.txt.
 lock:
-	$(PYTHON) -m venv /tmp/faithjudge-lock && /tmp/faithjudge-lock/bin/pip install -q -e '.[dev]' \
+	$(PYTHON) -m venv /tmp/faithjudge-lock && /tmp/faithjudge-lock/bin/pip install -q torch==2.13.0 \
+		&& /tmp/faithjudge-lock/bin/pip install -q -e '.[dev,postgres,sidecar]' \
 		&& /tmp/faithjudge-lock/bin/pip freeze --exclude-editable | grep -v '^faithjudge' > constraints.txt
 
 clean:

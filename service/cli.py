@@ -7,18 +7,17 @@ unreachable before any work).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from service import __version__
 from service.contracts import ItemResult
 from service.errors import FaithJudgeError
+from service.progress import progress_bar
 from service.runtime import open_scorer, run_async
 from service.scorefile import RunSummary, count_lines, score_file
 from service.settings import Settings
@@ -90,15 +89,7 @@ async def _run_score(
 ) -> RunSummary:
     total = count_lines(input_path)
     async with open_scorer(settings) as scorer:
-        with Progress(
-            TextColumn("[bold]scoring[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=_err,
-            disable=not show_progress or not sys.stderr.isatty(),
-            transient=True,
-        ) as bar:
+        with progress_bar("scoring", console=_err, show=show_progress) as bar:
             task = bar.add_task("score", total=total)
             return await score_file(
                 scorer,
@@ -169,6 +160,18 @@ cli_validate.register(app)
 from service import cli_report  # noqa: E402 - registers report and gate on the app above
 
 cli_report.register(app)
+
+from service import cli_serve  # noqa: E402 - registers serve and keys on the app above
+
+cli_serve.register(app)
+
+from service import cli_submit  # noqa: E402 - registers submit (the REST client) on the app above
+
+cli_submit.register(app)
+
+from service import cli_audit  # noqa: E402 - registers audit on the app above
+
+cli_audit.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     """Evaluator spec: ``lexicon:v1`` (offline, the default), ``openai:MODEL``,
     ``litellm:MODEL`` or ``replay:PATH[#judge]``."""
     data_dir: Path = Field(default_factory=_default_data_dir)
-    """Where the response cache (and later the job store) live."""
+    """Where the response cache, the SQLite job store and the API keys file live."""
     cache: bool = True
     """Cache evaluator responses (content-addressed; validation reruns on every read)."""
     concurrency: int = Field(default=100, ge=1, le=10_000)
@@ -55,6 +55,48 @@ class Settings(BaseSettings):
     """Under-confidence weight of confidence calibration."""
     min_ordinal_flip_grades: int = Field(default=2, ge=1)
 
+    # ---------------------------------------------------------------- the REST service
+    database_url: str | None = None
+    """Job store: ``postgresql+asyncpg://...`` for several replicas; unset, a SQLite file
+    (``jobs.sqlite3``) in the data directory."""
+    database_schema: str | None = None
+    """PostgreSQL schema of the job tables (it must exist); unset, the connection's default."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65_535)
+    api_keys_file: Path | None = None
+    """Hashed API keys (``faithjudge keys create``); unset, ``api_keys.json`` in the data dir."""
+    api_keys: SecretStr | None = None
+    """Extra keys as JSON ``{"KEY": "TENANT", ...}`` (hashed on load, never stored)."""
+    insecure_no_auth: bool = False
+    """Allow serving beyond loopback without any API key."""
+    max_active_batches: int = Field(default=8, ge=1)
+    """Per tenant: queued or running batches at once (429 beyond)."""
+    max_batch_lines: int = Field(default=300_000, ge=1)
+    """Per tenant: lines in one batch (413 beyond)."""
+    max_body_bytes: int = Field(default=1 << 30, ge=1024)
+    """Per tenant: bytes of one batch upload (413 beyond, checked while the body streams)."""
+    max_score_body_bytes: int = Field(default=1 << 20, ge=1024)
+    """Bytes of one ``POST /v1/score`` body."""
+    workers: bool = True
+    """Run batch workers in this process (off: an API-only replica)."""
+    claim_size: int = Field(default=200, ge=1)
+    """Lines a worker claims at a time."""
+    lease_s: float = Field(default=60.0, gt=0)
+    """How long a claim holds before another replica may take the lines over."""
+    commit_every: int = Field(default=200, ge=1)
+    """Results written per commit (or sooner, see ``commit_interval_s``)."""
+    commit_interval_s: float = Field(default=0.5, gt=0)
+
     @property
     def cache_path(self) -> Path:
         return self.data_dir / "cache.sqlite3"
+
+    @property
+    def job_store_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'jobs.sqlite3'}"
+
+    @property
+    def keys_path(self) -> Path:
+        return self.api_keys_file or self.data_dir / "api_keys.json"

@@ -21,13 +21,15 @@ from typing import Any
 
 import orjson
 
+from service.assets import asset_dir
 from service.errors import ConfigError
 from service.evaluators.base import JudgeRequest, JudgeResponse
 from service.scoring.lexicon import RULES_VERSION, Lexicon, compile_lexicon, judge_metric
 
 __all__ = ["DEFAULT_LEXICON_DIR", "LexiconEvaluator", "load_lexicon"]
 
-DEFAULT_LEXICON_DIR = Path(__file__).resolve().parents[2] / "knowledge_base" / "lexicons"
+# Through asset_dir, so an installed wheel (assets under service/_assets) finds them too.
+DEFAULT_LEXICON_DIR = asset_dir("knowledge_base") / "lexicons"
 _BUILTIN = {"v1", "default"}
 
 

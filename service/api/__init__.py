@@ -1,0 +1,4 @@
+"""The REST API: ``create_app`` in ``service.api.app``, wire bodies in ``service.api.wire``.
+
+Importing this package imports nothing heavy, so the SDK can use ``service.api.wire`` alone.
+"""

@@ -1,0 +1,91 @@
+"""The frozen configuration the service scores with: evaluator, prompt set, KB, catalogue."""
+
+from __future__ import annotations
+
+import hashlib
+
+import orjson
+
+from service import __version__
+from service.api.wire import (
+    EvaluatorInfo,
+    KnowledgeBaseInfo,
+    KnowledgeBaseQuestion,
+    ModificationCatalogue,
+    ModificationInfo,
+)
+from service.evaluators import make_evaluator
+from service.knowledge import load_knowledge_base
+from service.prompts import load_prompt_set
+from service.schemas import SCHEMA_VERSION, schemas_sha256
+from service.scoring.modifications import ALL_MODIFICATIONS
+from service.settings import Settings
+
+__all__ = ["describe_evaluator", "knowledge_base_info", "modification_catalogue"]
+
+
+async def describe_evaluator(settings: Settings) -> EvaluatorInfo:
+    """The evaluator configuration; the settings hash is the one in every result's provenance."""
+    evaluator = make_evaluator(settings.evaluator, settings=settings)
+    try:
+        frozen = dict(evaluator.settings())
+        evaluator_id = evaluator.id
+    finally:
+        await evaluator.aclose()
+    prompts = load_prompt_set(settings.prompt_set)
+    kb = load_knowledge_base(settings.knowledge_base) if settings.knowledge_base else None
+    frozen_json = orjson.loads(orjson.dumps(frozen, option=orjson.OPT_SORT_KEYS, default=str))
+    return EvaluatorInfo(
+        evaluator=evaluator_id,
+        model=frozen.get("model") if isinstance(frozen.get("model"), str) else None,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_tokens=settings.max_tokens,
+        settings=frozen_json,
+        settings_sha256=hashlib.sha256(
+            orjson.dumps(frozen, option=orjson.OPT_SORT_KEYS, default=str)
+        ).hexdigest(),
+        prompt_set=prompts.id,
+        prompt_sha256=prompts.sha256,
+        kb_id=kb.id if kb is not None else None,
+        kb_version=kb.version if kb is not None else None,
+        kb_sha256=kb.sha256 if kb is not None else None,
+        schema_version=SCHEMA_VERSION,
+        schemas_sha256=schemas_sha256(),
+        service_version=__version__,
+    )
+
+
+def knowledge_base_info(settings: Settings) -> KnowledgeBaseInfo | None:
+    if not settings.knowledge_base:
+        return None
+    kb = load_knowledge_base(settings.knowledge_base)
+    return KnowledgeBaseInfo(
+        id=kb.id,
+        version=kb.version,
+        description=kb.description,
+        sha256=kb.sha256,
+        questions=[
+            KnowledgeBaseQuestion(question=q, type=e.type, answers=list(e.answers))
+            for q, e in kb.entries.items()
+        ],
+    )
+
+
+def modification_catalogue() -> ModificationCatalogue:
+    return ModificationCatalogue(
+        items=[
+            ModificationInfo(
+                id=spec.id,
+                code=spec.code,
+                kind=spec.kind,
+                channel=spec.channel,
+                paper=spec.paper,
+                description=spec.description,
+                targets_answer=spec.targets_answer,
+                question_types=sorted(spec.question_types) if spec.question_types else None,
+                aliases=list(spec.aliases),
+            )
+            for spec in ALL_MODIFICATIONS
+        ]
+    )

@@ -1,0 +1,137 @@
+"""``faithjudge serve`` (the REST service) and ``faithjudge keys create`` (API keys).
+
+Registered on the main app by ``register(app)``. Without any API key the service answers
+everyone as one tenant, so it binds to loopback only; binding elsewhere without keys is refused
+unless ``--insecure-no-auth`` says that is intended.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from service.errors import FaithJudgeError
+from service.settings import Settings
+
+__all__ = ["is_loopback", "register"]
+
+_err = Console(stderr=True)
+EXIT_UNEVALUABLE = 3
+
+keys_app = typer.Typer(help="Manage API keys (stored as sha256 hashes).", no_args_is_help=True)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="lexicon:v1 (default), openai:MODEL, litellm:MODEL, ...")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Cache, SQLite job store and keys file.")
+    ] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="postgresql+asyncpg://... (default: SQLite in data dir).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
+    ] = None,
+    cache: Annotated[bool | None, typer.Option("--cache/--no-cache")] = None,
+    workers: Annotated[
+        bool | None, typer.Option("--workers/--no-workers", help="Score batches in this process.")
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option("--insecure-no-auth", help="Allow a non-loopback bind without API keys."),
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+) -> None:
+    """Run the REST service (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from service.api.app import create_app
+    from service.api.keys import KeyRing
+
+    overrides = {
+        "host": host,
+        "port": port,
+        "evaluator": evaluator,
+        "data_dir": data_dir,
+        "database_url": database_url,
+        "concurrency": concurrency,
+        "cache": cache,
+        "workers": workers,
+    }
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        if insecure_no_auth:
+            settings = settings.model_copy(update={"insecure_no_auth": True})
+        keys = KeyRing.from_settings(settings)
+        if not keys.configured and not is_loopback(settings.host):
+            if not settings.insecure_no_auth:
+                raise FaithJudgeError(
+                    f"refusing to serve on {settings.host} without API keys: create one with "
+                    "`faithjudge keys create --tenant NAME`, bind to 127.0.0.1, or pass "
+                    "--insecure-no-auth"
+                )
+            _err.print(
+                f"[yellow]warning:[/yellow] serving on {settings.host} with NO authentication"
+            )
+        app = create_app(settings)
+    except FaithJudgeError as exc:
+        _err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_UNEVALUABLE) from None
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        log_level=log_level.lower(),
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="The tenant the key acts for.")],
+    data_dir: Annotated[Path | None, typer.Option(help="Where api_keys.json lives.")] = None,
+    keys_file: Annotated[Path | None, typer.Option(help="The keys file to add to.")] = None,
+) -> None:
+    """Create an API key: it is printed once; only its sha256 is stored."""
+    from service.api.keys import create_key
+
+    overrides = {"data_dir": data_dir, "api_keys_file": keys_file}
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        key = create_key(settings.keys_path, tenant)
+    except FaithJudgeError as exc:
+        _err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_UNEVALUABLE) from None
+    _err.print(f"key for tenant {tenant!r} added to {settings.keys_path} (store it now)")
+    typer.echo(key)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")

@@ -1,0 +1,170 @@
+"""``faithjudge submit``: send a JSONL file to a FaithJudge server as a batch, through the SDK.
+
+Registered on the main app by ``register(app)``. Exit codes follow ``service.cli``: 0 the batch
+completed (rejected lines are listed, as ``score`` lists input errors); 2 usage error (typer's
+own); 3 the batch could not be evaluated: missing file, no line accepted, server unreachable,
+wrong key, or the batch ended failed or cancelled; 130 Ctrl-C while waiting (the batch goes on).
+With ``--no-wait`` the command ends once the batch is accepted. The batch id alone goes to
+stdout (``ID=$(faithjudge submit f --no-wait)``); everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from clients.sdk import BatchStatus, FaithJudgeClient, LineRejection, ValidationFailed
+from service.api.wire import ProblemItem
+from service.errors import FaithJudgeError
+from service.progress import progress_bar
+
+__all__ = ["register", "submit_command"]
+
+EXIT_UNEVALUABLE = 3
+EXIT_INTERRUPTED = 130  # what a shell reports for Ctrl-C
+# Enough to see the pattern of what went wrong; the rest is counted.
+MAX_REJECTIONS_SHOWN = 50
+_err = Console(stderr=True)
+
+
+def submit_command(
+    input_path: Annotated[
+        Path, typer.Argument(metavar="FILE.jsonl", help="ScoreRequest lines to score.")
+    ],
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar="FAITHJUDGE_URL",
+            help="FaithJudge server, e.g. http://127.0.0.1:8000.",
+            show_envvar=True,
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="FAITHJUDGE_API_KEY",
+            help="API key (sent as a Bearer token).",
+            show_envvar=True,
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for the batch to finish.")
+    ] = True,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the result lines here (needs --wait)."),
+    ] = None,
+    report_html: Annotated[
+        Path | None,
+        typer.Option("--report-html", help="Write the batch's HTML report here (needs --wait)."),
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the batch.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="Give up waiting after this many seconds.")
+    ] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Submit FILE.jsonl to a server as a batch, follow it, and fetch results and report."""
+    if not wait and (output is not None or report_html is not None):
+        raise typer.BadParameter("--output and --report-html need --wait", param_hint="--no-wait")
+    try:
+        if not input_path.is_file():
+            raise FaithJudgeError(f"input file not found: {input_path}")
+        with FaithJudgeClient(server, api_key) as client:
+            final = _submit(client, input_path, name, wait, output, report_html, timeout, progress)
+    except ValidationFailed as exc:
+        _print_rejections(exc.errors, accepted=0)
+        _err.print(f"[red]error:[/red] {escape(exc.detail)}")
+        raise typer.Exit(EXIT_UNEVALUABLE) from None
+    except FaithJudgeError as exc:
+        _err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(EXIT_UNEVALUABLE) from None
+    if final is not None and final.status != "completed":
+        _err.print(f"[red]error:[/red] batch {final.id} ended {final.status}")
+        raise typer.Exit(EXIT_UNEVALUABLE)
+
+
+def _submit(
+    client: FaithJudgeClient,
+    input_path: Path,
+    name: str | None,
+    wait: bool,
+    output: Path | None,
+    report_html: Path | None,
+    timeout: float | None,
+    show_progress: bool,
+) -> BatchStatus | None:
+    accepted = client.submit(input_path, name=name)
+    _err.print(
+        f"batch [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
+        f"{len(accepted.rejected)} rejected"
+    )
+    _print_rejections(accepted.rejected, accepted=accepted.accepted)
+    typer.echo(accepted.id)
+    if not wait:
+        return None
+    with progress_bar("scoring", console=_err, show=show_progress) as bar:
+        task = bar.add_task("batch", total=accepted.accepted)
+        try:
+            final = client.wait(
+                accepted.id,
+                timeout=timeout,
+                progress=lambda s: bar.update(task, completed=s.done, total=s.total),
+            )
+        except KeyboardInterrupt:
+            _err.print(
+                f"stopped waiting: batch {accepted.id} goes on on the server "
+                f"(DELETE /v1/batches/{accepted.id} cancels it)"
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    _print_status(final)
+    if output is not None:
+        written = client.download_results(accepted.id, output)
+        _err.print(f"{written} result lines -> {output}")
+    if report_html is not None:
+        report_html.parent.mkdir(parents=True, exist_ok=True)
+        report_html.write_text(client.report(accepted.id, "html"), encoding="utf-8")
+        _err.print(f"HTML report -> {report_html}")
+    return final
+
+
+def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accepted: int) -> None:
+    if not rejected:
+        return
+    table = Table(title=f"{len(rejected)} rejected lines ({accepted} accepted)", show_header=True)
+    table.add_column("line", justify="right")
+    table.add_column("field")
+    table.add_column("reason")
+    for item in rejected[:MAX_REJECTIONS_SHOWN]:
+        line = "" if item.line is None else str(item.line)
+        table.add_row(line, escape(item.field or ""), escape(item.reason))
+    _err.print(table)
+    if len(rejected) > MAX_REJECTIONS_SHOWN:
+        _err.print(f"... and {len(rejected) - MAX_REJECTIONS_SHOWN} more rejected lines")
+
+
+def _print_status(status: BatchStatus) -> None:
+    table = Table(title=f"batch {status.status}", show_header=True)
+    table.add_column("outcome")
+    table.add_column("count", justify="right")
+    table.add_row("lines accepted", str(status.total))
+    table.add_row("lines scored", str(status.done))
+    table.add_row("lines rejected", str(status.rejected))
+    for key, count in sorted(status.counts.items()):
+        # ``error`` counts lines that could not be scored at all; the rest count metric grades
+        table.add_row("lines with an error" if key == "error" else f"metric {key}", str(count))
+    for stage, count in sorted(status.failure_stages.items()):
+        table.add_row(f"failure: {stage}", str(count))
+    _err.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("submit")(submit_command)

@@ -1,0 +1,1 @@
+"""Alembic migrations of the job store, shipped inside the package and run on start-up."""

@@ -1,0 +1,97 @@
+"""Tables of the job store (SQLAlchemy Core; the Alembic migrations create them).
+
+Times are Unix seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare.
+Request lines are kept as the raw JSON text the client sent; results as ItemResult JSON text.
+Per-line outcome columns let the status of a batch be computed with one SQL aggregate.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "DONE",
+    "LEASED",
+    "PENDING",
+    "STAGE_COLUMNS",
+    "STATUS_COLUMNS",
+    "batch_lines",
+    "batches",
+    "metadata",
+]
+
+metadata = MetaData()
+
+# line states
+PENDING, LEASED, DONE = 0, 1, 2
+
+STATUS_COLUMNS = {"valid": "n_valid", "abstained": "n_abstained", "invalid": "n_invalid"}
+STAGE_COLUMNS = {
+    stage: f"stage_{stage}"
+    for stage in ("parse", "schema", "evidence", "abstain", "transport", "kb", "input")
+}
+
+batches = Table(
+    "fj_batches",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant", String(200), nullable=False),
+    Column("name", String(200)),
+    # ingesting (not yet acknowledged), queued, running, completed, cancelled, failed
+    Column("status", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+    Column("total", Integer, nullable=False, server_default="0"),
+    Column("rejected_count", Integer, nullable=False, server_default="0"),
+    Column("rejections", Text, nullable=False, server_default="[]"),
+    Column("idempotency_key", String(200)),
+    Column("body_sha256", String(64)),
+    Column("detail", Text),
+    UniqueConstraint("tenant", "idempotency_key", name="uq_fj_batches_idempotency"),
+    Index("ix_fj_batches_tenant_created", "tenant", "created_at", "id"),
+    Index("ix_fj_batches_status", "status"),
+)
+
+batch_lines = Table(
+    "fj_batch_lines",
+    metadata,
+    Column(
+        "batch_id",
+        String(40),
+        ForeignKey("fj_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("line", Integer, nullable=False),
+    Column("request", Text, nullable=False),
+    Column("state", SmallInteger, nullable=False, server_default="0"),
+    Column("owner", String(64)),
+    Column("lease_until", Float),
+    Column("result", Text),
+    Column("done_at", Float),
+    Column("is_error", SmallInteger, nullable=False, server_default="0"),
+    *(
+        Column(name, SmallInteger, nullable=False, server_default="0")
+        for name in STATUS_COLUMNS.values()
+    ),
+    *(
+        Column(name, SmallInteger, nullable=False, server_default="0")
+        for name in STAGE_COLUMNS.values()
+    ),
+    Index("ix_fj_batch_lines_todo", "batch_id", "state", "seq"),
+    Index("ix_fj_batch_lines_owner", "owner", "state"),
+)

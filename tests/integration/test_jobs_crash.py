@@ -1,0 +1,198 @@
+"""``kill -9`` of a real ``faithjudge serve`` mid-batch: after a restart the batch completes,
+every line has exactly one result, and no line committed before the kill is judged again.
+
+The response cache is off, so only the job store can prevent repeats. The fake judge counts
+calls per (user message, metric); the user message of a confidence-tone call is the rendered
+prompt of the line's CoT, so the test recomputes each line's key and checks its count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+import orjson
+
+from service.jobs.schema import DONE
+from service.jobs.store import JobStore
+from service.prompts import load_prompt_set
+from service.settings import Settings
+from tests import fixtures_service
+from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
+from tests.fixtures_service import Backend, free_port
+
+store_backend = fixtures_service.store_backend
+
+LINES = 20_000
+CONCURRENCY = 64
+CLAIM_SIZE = 200
+# lines a worker holds claimed but not committed: what a kill may force to be judged again
+IN_FLIGHT_ALLOWANCE = 2 * CONCURRENCY + CLAIM_SIZE
+QUESTION = "Is there a pleural effusion on the left? (yes or no)"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cot(i: int) -> str:
+    return f"<think><step>Case {i}: the left angle is blunted.</step></think><answer>yes</answer>"
+
+
+def _body() -> bytes:
+    lines = (
+        orjson.dumps(
+            {
+                "item_id": f"crash-{i:05d}",
+                "question": QUESTION,
+                "ground_truth": "yes",
+                "cot": _cot(i),
+                "metrics": ["confidence_tone"],
+            }
+        )
+        for i in range(LINES)
+    )
+    return b"\n".join(lines) + b"\n"
+
+
+def _judge_key(i: int) -> tuple[str, str]:
+    """The fake judge's counter key of line ``i``'s confidence-tone call."""
+    messages = load_prompt_set("v1").render("confidence_tone", cot=_cot(i))
+    user = "\n".join(m.content for m in messages if m.role == "user")
+    return hashlib.sha1(user.encode()).hexdigest(), "confidence_tone"
+
+
+@contextmanager
+def _service(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"the service exited early:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the service did not get ready:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+async def _committed_item_ids(backend: Backend, data_dir: Path, batch_id: str) -> set[str]:
+    """Item ids with a result in the store (read while no service runs)."""
+    settings = Settings(data_dir=data_dir, **backend.overrides)
+    store = await JobStore.open(settings.job_store_url, schema=settings.database_schema)
+    ids: set[str] = set()
+    try:
+        start = 0
+        while True:
+            page = await store.results_page(batch_id, start=start, limit=5000)
+            for _seq, state, result in page:
+                if state == DONE and result is not None:
+                    ids.add(orjson.loads(result)["item_id"])
+            if len(page) < 5000:
+                return ids
+            start = page[-1][0] + 1
+    finally:
+        await store.close()
+
+
+def test_kill_9_mid_batch_resumes_without_repeating_committed_lines(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    port = free_port()
+    log = tmp_path / "service.log"
+    with run_fake_judge(FakeJudgeConfig(latency_s=0.0)) as fake:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
+        env.update(
+            {
+                "FAITHJUDGE_DATA_DIR": str(data_dir),
+                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
+                "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
+                "FAITHJUDGE_OPENAI_API_KEY": "test-key",
+                "FAITHJUDGE_CACHE": "false",
+                "FAITHJUDGE_CONCURRENCY": str(CONCURRENCY),
+                "FAITHJUDGE_CLAIM_SIZE": str(CLAIM_SIZE),
+                "FAITHJUDGE_LEASE_S": "3",
+                "FAITHJUDGE_RETRY_BASE_S": "0",
+                **store_backend.env,
+            }
+        )
+        base = f"http://127.0.0.1:{port}"
+        with _service(env, port, log) as first:
+            accepted = httpx.post(
+                f"{base}/v1/batches",
+                content=_body(),
+                headers={"content-type": "application/x-ndjson"},
+                timeout=120,
+            )
+            assert accepted.status_code == 202, accepted.text
+            batch_id = accepted.json()["id"]
+            assert accepted.json()["accepted"] == LINES
+            deadline = time.monotonic() + 60
+            while True:
+                done = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()["done"]
+                if done >= LINES // 5:
+                    break
+                assert time.monotonic() < deadline, "no progress before the kill"
+                time.sleep(0.05)
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(10)
+
+        committed = anyio.run(_committed_item_ids, store_backend, data_dir, batch_id)
+        calls_at_kill = fake.counters.total
+        assert LINES // 5 <= len(committed) < LINES, "the kill must land mid-batch"
+
+        with _service(env, port, log):
+            deadline = time.monotonic() + 120
+            while True:
+                status = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()
+                if status["status"] == "completed":
+                    break
+                assert time.monotonic() < deadline, f"not completed after restart: {status}"
+                time.sleep(0.1)
+            results = httpx.get(f"{base}/v1/batches/{batch_id}/results", timeout=60)
+        counters = fake.counters
+        by_key = dict(counters.by_key)
+
+    rows = [orjson.loads(x) for x in results.content.splitlines()]
+    assert [r["line"] for r in rows] == list(range(1, LINES + 1))
+    assert [r["item_id"] for r in rows] == [f"crash-{i:05d}" for i in range(LINES)]
+    assert all(r["metrics"]["confidence_tone"]["status"] == "valid" for r in rows)
+    assert status["done"] == LINES and status["counts"]["valid"] == LINES
+
+    keys = {i: _judge_key(i) for i in range(LINES)}
+    assert all(by_key.get(keys[i], 0) >= 1 for i in range(LINES))
+    repeated_committed = [item for item in committed if by_key[keys[int(item.split("-")[1])]] != 1]
+    assert repeated_committed == []
+    repeats = counters.total - LINES
+    assert 0 <= repeats <= IN_FLIGHT_ALLOWANCE, (counters.total, calls_at_kill)
+    print(
+        f"\n[{store_backend.name}] lines={LINES} committed_before_kill={len(committed)} "
+        f"calls_at_kill={calls_at_kill} calls_total={counters.total} repeats={repeats}"
+    )

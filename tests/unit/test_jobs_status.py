@@ -1,0 +1,77 @@
+"""A batch's status from its row and line aggregates: pending, progress, ETA, counts."""
+
+from __future__ import annotations
+
+from service.contracts import Failure, ItemResult, MetricResult
+from service.jobs.status import build_status
+from service.jobs.store import BatchRow, LineCounts
+from service.jobs.worker import done_line
+
+NOW = 1_000_000.0
+
+
+def _row(status: str, *, total: int = 100, started: float | None = NOW - 10) -> BatchRow:
+    return BatchRow(
+        id="b_1",
+        tenant="t",
+        name=None,
+        status=status,
+        created_at=NOW - 20,
+        updated_at=NOW,
+        started_at=started,
+        finished_at=None,
+        total=total,
+        rejected_count=2,
+        rejections="[]",
+        idempotency_key=None,
+        body_sha256=None,
+        detail=None,
+    )
+
+
+def _counts(done: int, *, recent: int = 0, first: float | None = None) -> LineCounts:
+    return LineCounts(
+        done=done,
+        statuses={"valid": done, "abstained": 0, "invalid": 0},
+        stages={"kb": 1, "parse": 0},
+        errors=0,
+        recent_done=recent,
+        first_done_at=first,
+    )
+
+
+def test_a_young_batch_estimates_from_its_average_rate() -> None:
+    status = build_status(_row("running"), _counts(20, first=NOW - 9), now=NOW)
+    assert (status.done, status.pending, status.progress) == (20, 80, 0.2)
+    assert status.eta_seconds == 40.0  # 20 lines in 10 s: 80 more take 40 s
+    assert status.counts == {"valid": 20, "error": 0}
+    assert status.failure_stages == {"kb": 1}
+    assert status.rejected == 2
+
+
+def test_an_older_batch_estimates_from_the_recent_window() -> None:
+    status = build_status(_row("running"), _counts(50, recent=30, first=NOW - 100), now=NOW)
+    assert status.eta_seconds == 50.0  # 1 line/s over the last 30 s
+
+
+def test_no_rate_yet_no_eta_and_terminal_batches_have_nothing_pending() -> None:
+    assert build_status(_row("queued", started=None), _counts(0), now=NOW).eta_seconds is None
+    cancelled = build_status(_row("cancelled"), _counts(30, first=NOW - 5), now=NOW)
+    assert cancelled.pending == 0 and cancelled.eta_seconds is None and cancelled.progress == 0.3
+
+
+def test_done_line_counts_statuses_and_failure_stages() -> None:
+    result = ItemResult(
+        line=3,
+        metrics={
+            "clinical_fidelity": MetricResult(
+                status="invalid", failure=Failure(stage="evidence", detail="x")
+            ),
+            "confidence_tone": MetricResult(status="valid", score=2),
+        },
+    )
+    stored = done_line("b_1", 2, result)
+    assert stored.statuses == {"invalid": 1, "valid": 1}
+    assert stored.stages == {"evidence": 1}
+    assert stored.is_error == 0
+    assert ItemResult.model_validate_json(stored.result) == result
