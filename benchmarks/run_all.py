@@ -1,4 +1,4 @@
-"""Run the three benchmarks (default sizes) and print one Markdown table of the headline numbers.
+"""Run every benchmark (default sizes) and print one Markdown table of the headline numbers.
 
 Each benchmark runs as its own process (``python -m benchmarks.NAME``): ``verify_throughput``
 pins itself to one core, which must not leak into the others. The table is also written to
@@ -18,8 +18,23 @@ from typing import Any
 import orjson
 
 from benchmarks._common import REPO_ROOT, RESULTS_DIR, machine_facts
+from benchmarks.audit_scale import summary_rows as audit_rows
+from benchmarks.perturbation_speed import summary_rows as perturbation_rows
+from benchmarks.service_process import summary_rows as service_rows
 
-BENCHMARKS = ("verify_throughput", "pipeline_efficiency", "cached_run_memory")
+BENCHMARKS = (
+    "verify_throughput",
+    "pipeline_efficiency",
+    "cached_run_memory",
+    "lexicon_speed",
+    "report_scale",
+    "generation_speed",
+    "perturbation_speed",
+    "service_score_latency",
+    "service_batch_throughput",
+    "service_batch_memory",
+    "audit_scale",
+)
 
 
 def _load(name: str) -> dict[str, Any] | None:
@@ -183,6 +198,43 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
                 _verdict(head["pass2_zero_evaluator_calls"]),
             ),
         ]
+    generation = results.get("generation_speed")
+    if generation:
+        head = generation["headline"]
+        out.append(
+            (
+                f"Tiny-VLM generation on {generation['config']['device']}, batch "
+                f"{head['best_batch_size']} vs unbatched (transformers backend)",
+                f"{head['best_items_per_s']:,.1f} vs {head['unbatched_items_per_s']:,.1f} items/s "
+                f"({head['speedup']}x)",
+                "reference",
+                _verdict(head["outputs_equal_unbatched"]),
+            )
+        )
+    lexicon = results.get("lexicon_speed")
+    if lexicon:
+        out.append(
+            (
+                "Offline lexicon judge, 1 core, full score path, 3 metrics, ~3 KB CoTs",
+                f"{lexicon['items_per_s']:,.0f} items/s ({lexicon['items_per_cpu_s']:,.0f} per "
+                "CPU-s)",
+                f"≥ {lexicon['target_items_per_s']:,.0f} items/s",
+                _verdict(lexicon["meets_target"]),
+            )
+        )
+    report = results.get("report_scale")
+    if report:
+        out.append(
+            (
+                f"Reports of {report['lines']:,} result lines (JSON, Markdown, HTML, CSV)",
+                f"{report['child_wall_s']:.1f} s, peak {report['peak_rss_gib']:.2f} GiB",
+                f"≤ {report['target']['seconds']:.0f} s, ≤ 2 GiB",
+                _verdict(report["pass"]["time"] and report["pass"]["memory"]),
+            )
+        )
+    out += perturbation_rows(results)
+    out += service_rows(results)
+    out += audit_rows(results)
     return out
 
 
@@ -210,8 +262,8 @@ def summary_markdown(results: dict[str, dict[str, Any] | None], durations: dict[
         if not result:
             continue
         took = durations.get(name, result.get("duration_s"))
-        load = result["machine"].get("load_average")
-        parts.append(f"| {name} | {took:.0f} s | {load} |")
+        load = (result.get("machine") or {}).get("load_average", result.get("load_average"))
+        parts.append(f"| {name} | {'–' if took is None else f'{took:.0f} s'} | {load} |")
     parts += ["", "Numbers from `benchmarks/results/*.json`; see `benchmarks/README.md`.", ""]
     return "\n".join(parts)
 
