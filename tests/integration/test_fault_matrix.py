@@ -61,7 +61,9 @@ def _settings(base_url: str, tmp_path: Path) -> Settings:
         evaluator="openai:fake-judge",
         openai_base_url=base_url,
         openai_api_key="test-key",
-        timeout_s=0.5,
+        # well above a loaded machine's answer time (a slow answer must not count as a hang),
+        # well below the fake's hang
+        timeout_s=1.5,
         retry_base_s=0.0,
         max_retries=5,
         concurrency=32,
