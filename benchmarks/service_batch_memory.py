@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--cot-chars", default="300,600", help="min,max CoT characters")
-    parser.add_argument("--metrics", default="confidence_tone", help="comma list, or 'all'")
+    parser.add_argument("--metrics", default="all", help="comma list, or 'all'")
     parser.add_argument("--sample-ms", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--no-write", action="store_true")
