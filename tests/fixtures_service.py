@@ -1,9 +1,10 @@
 """Fixtures of the REST service tests: the job-store backends and a running app.
 
-``store_backend`` is parametrized over SQLite and PostgreSQL. PostgreSQL needs
-``FAITHJUDGE_TEST_POSTGRES_URL`` (e.g. ``postgresql+asyncpg://postgres@127.0.0.1:5432/test``);
+``store_backend`` is parametrized over SQLite and PostgreSQL. PostgreSQL is reached at
+``FAITHJUDGE_TEST_POSTGRES_URL``, by default the usual local server
+(``postgresql+asyncpg://postgres@127.0.0.1:5432/test``; set it empty to turn the cases off);
 each test gets a fresh schema that is dropped afterwards, so parallel runs never collide. When the
-URL is unset or unreachable the PostgreSQL cases skip with the reason, unless
+server is unreachable the PostgreSQL cases skip with the reason, unless
 ``FAITHJUDGE_TEST_REQUIRE_POSTGRES=1`` (CI), where they fail instead.
 
 The variables are read at import: the suite-wide fixture clears ``FAITHJUDGE_*`` before tests run.
@@ -31,7 +32,8 @@ from fastapi import FastAPI
 from service.api.app import create_app
 from service.settings import Settings
 
-POSTGRES_URL = os.environ.get("FAITHJUDGE_TEST_POSTGRES_URL", "")
+LOCAL_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+POSTGRES_URL = os.environ.get("FAITHJUDGE_TEST_POSTGRES_URL", LOCAL_POSTGRES)
 REQUIRE_POSTGRES = os.environ.get("FAITHJUDGE_TEST_REQUIRE_POSTGRES", "") == "1"
 
 
@@ -69,12 +71,12 @@ async def _admin(sql: str) -> None:
 def postgres_schema() -> Iterator[Backend]:
     """A fresh schema on the test PostgreSQL (dropped on exit)."""
     if not POSTGRES_URL:
-        _unavailable("FAITHJUDGE_TEST_POSTGRES_URL is not set")
+        _unavailable("FAITHJUDGE_TEST_POSTGRES_URL is empty: PostgreSQL cases turned off")
     schema = f"fj_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
     try:
         anyio.run(_admin, f'CREATE SCHEMA "{schema}"')
     except Exception as exc:
-        _unavailable(f"PostgreSQL at FAITHJUDGE_TEST_POSTGRES_URL is unreachable: {exc!r}")
+        _unavailable(f"PostgreSQL at {POSTGRES_URL} is unreachable: {exc!r}")
     try:
         yield Backend("postgres", {"database_url": POSTGRES_URL, "database_schema": schema})
     finally:
