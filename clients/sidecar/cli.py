@@ -123,8 +123,15 @@ def generate(
     ] = None,
     submit_api_key: Annotated[str | None, typer.Option(envvar="FAITHJUDGE_API_KEY")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    restart: Annotated[
+        bool, typer.Option(help="Start afresh instead of resuming from OUTPUT's checkpoint.")
+    ] = False,
 ) -> None:
-    """Run every item of ITEMS.jsonl (baseline + modifications) into OUTPUT."""
+    """Run every item of ITEMS.jsonl (baseline + modifications) into OUTPUT.
+
+    A run that stopped part-way resumes from its checkpoint when started again with the same
+    items and settings; items already generated are not run again.
+    """
     try:
         if not items.is_file():
             raise FaithJudgeError(f"items file not found: {items}")
@@ -147,7 +154,7 @@ def generate(
             raise FaithJudgeError(f"pool file not found: {pool}")
         candidates = read_pool(pool, root=images) if pool is not None else None
         summary = run_async(
-            _run, config, options, items, images, candidates, output, chunk_items, progress
+            _run, config, options, items, images, candidates, output, chunk_items, progress, restart
         )
     except FaithJudgeError as exc:
         _err.print(f"[red]error:[/red] {exc}")
@@ -166,6 +173,7 @@ async def _run(
     output: Path,
     chunk_items: int,
     show_progress: bool,
+    restart: bool,
 ) -> RunSummary:
     total = count_lines(items)
     vlm = make_backend(config)
@@ -179,6 +187,7 @@ async def _run(
                 output,
                 chunk_items=chunk_items,
                 progress=lambda n: bar.advance(task, n),
+                restart=restart,
             )
     finally:
         await vlm.aclose()

@@ -21,10 +21,12 @@ afterwards when asked, so overlays land in the frame the model sees.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import anyio
 import orjson
@@ -532,6 +534,63 @@ def request_line(request: ScoreRequest) -> bytes:
     return orjson.dumps(request.model_dump(mode="json", exclude_none=True))
 
 
+def _fingerprint(items_path: Path, manifest: dict[str, Any]) -> str:
+    """What a checkpoint is valid for: the items file's bytes and the generator's settings."""
+    digest = hashlib.sha256()
+    with items_path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    digest.update(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS, default=str))
+    return digest.hexdigest()
+
+
+@contextmanager
+def _open_at(path: Path, size: int | None) -> Iterator[BinaryIO]:
+    """``path`` for writing: afresh (``size`` None) or cut back to ``size`` bytes to append."""
+    if size is None:
+        handle = path.open("wb")
+    else:
+        handle = path.open("r+b") if path.exists() else path.open("w+b")
+        handle.truncate(size)
+        handle.seek(size)
+    with handle:
+        yield handle
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    path: Path
+
+    def resume_state(self, output: Path, fingerprint: str) -> dict[str, Any] | None:
+        """The state to resume from, None to start afresh; refuses what it cannot continue."""
+        hint = "pass --restart to generate it again from the start"
+        if not self.path.exists():
+            if output.exists() and output.stat().st_size > 0:
+                raise UserInputError(
+                    f"{output} exists and has no {self.path.name} to resume from; {hint}",
+                    field="output",
+                )
+            return None
+        try:
+            state = orjson.loads(self.path.read_bytes())
+            known = state["fingerprint"], state["out_bytes"], state["items_line"]
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserInputError(f"{self.path} is unreadable ({exc}); {hint}") from exc
+        if known[0] != fingerprint:
+            raise UserInputError(
+                f"{output} was generated from other items or settings; {hint}", field="output"
+            )
+        if not output.exists() or output.stat().st_size < known[1]:
+            raise UserInputError(f"{output} is shorter than its checkpoint; {hint}")
+        return state
+
+    def save(self, **state: Any) -> None:
+        # write-then-rename: a crash leaves the previous checkpoint or this one, never half
+        partial = self.path.with_name(self.path.name + ".tmp")
+        partial.write_bytes(orjson.dumps(state))
+        os.replace(partial, self.path)
+
+
 async def generate_file(
     generator: Generator,
     items_path: Path,
@@ -539,22 +598,52 @@ async def generate_file(
     *,
     chunk_items: int = 16,
     progress: Callable[[int], None] | None = None,
+    restart: bool = False,
 ) -> RunSummary:
     """Generate every item of ``items_path`` into ``output`` (ScoreRequest JSONL).
 
     Issues go to ``<output>.issues.jsonl`` and the run's settings and counts to
     ``<output>.manifest.json``. Items are processed ``chunk_items`` at a time, so memory stays
     bounded and a batching backend sees every run of a chunk together.
+
+    After each chunk a checkpoint (``<output>.checkpoint.json``) records how far the item file
+    was read and how long both outputs were. A run that stops part-way (a crash, a lost GPU)
+    resumes there when started again with the same items and settings: the outputs are cut back
+    to the checkpoint and the items before it are not generated again. Other settings, or an
+    output with no checkpoint, are refused unless ``restart`` starts afresh.
     """
     if chunk_items < 1:
         raise UserInputError("chunk_items must be >= 1", field="chunk_items")
-    summary = RunSummary()
     issues_path = output.with_name(output.name + ".issues.jsonl")
     manifest_path = output.with_name(output.name + ".manifest.json")
+    checkpoint = _Checkpoint(output.with_name(output.name + ".checkpoint.json"))
+    fingerprint = _fingerprint(items_path, generator.manifest())
     output.parent.mkdir(parents=True, exist_ok=True)
-    with output.open("wb") as out, issues_path.open("wb") as bad:
+    state = None if restart else checkpoint.resume_state(output, fingerprint)
+    summary = RunSummary(**state["summary"]) if state is not None else RunSummary()
+    done_through = state["items_line"] if state is not None else 0
+    if state is not None and progress is not None:
+        progress(state["items_done"])
+    with (
+        _open_at(output, state and state["out_bytes"]) as out,
+        _open_at(issues_path, state and state["issues_bytes"]) as bad,
+    ):
+        items_done = state["items_done"] if state is not None else 0
+
+        def save(through: int) -> None:
+            out.flush()
+            bad.flush()
+            checkpoint.save(
+                fingerprint=fingerprint,
+                items_line=through,
+                items_done=items_done,
+                out_bytes=out.tell(),
+                issues_bytes=bad.tell(),
+                summary=summary.to_json(),
+            )
 
         async def flush(chunk: list[tuple[int | None, SidecarItem, None]]) -> None:
+            nonlocal items_done
             outcome = await generator.generate(chunk)
             for request in outcome.lines:
                 out.write(request_line(request) + b"\n")
@@ -566,18 +655,23 @@ async def generate_file(
             for issue in outcome.issues:
                 bad.write(orjson.dumps(issue.to_json()) + b"\n")
                 summary.add_issue(issue)
-            out.flush()
-            bad.flush()
+            items_done += len(chunk)
+            save(chunk[-1][0] or 0)
             if progress is not None:
                 progress(len(chunk))
 
         chunk: list[tuple[int | None, SidecarItem, None]] = []
+        last_line = done_through
         for number, entry in read_items(items_path):
+            if number <= done_through:
+                continue
+            last_line = number
             summary.items += 1
             if isinstance(entry, ItemLineError):
                 issue = Issue("input_error", entry.reason, entry.line, entry.item_id)
                 bad.write(orjson.dumps(issue.to_json()) + b"\n")
                 summary.add_issue(issue)
+                items_done += 1
                 if progress is not None:
                     progress(1)
                 continue
@@ -587,6 +681,7 @@ async def generate_file(
                 chunk = []
         if chunk:
             await flush(chunk)
+        save(last_line)
     manifest = {**generator.manifest(), "items": str(items_path), "summary": summary.to_json()}
     manifest_path.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return summary

@@ -25,6 +25,7 @@ from clients.sidecar.generate import (
 )
 from clients.sidecar.items import SidecarItem
 from service.contracts import ScoreRequest
+from service.errors import UserInputError
 from service.schemas import request_validator
 from tests.fakes.vlm_server import FakeVLM, run_fake_vlm
 from tests.integration.sidecar_fixtures import (
@@ -249,3 +250,77 @@ def test_png_round_trip_is_lossless() -> None:
     img.putpixel((4, 2), (255, 0, 0))
     raw = base64.b64decode(png_data_uri(img).split(",", 1)[1])
     assert Image.open(io.BytesIO(raw)).convert("RGB").tobytes() == img.tobytes()
+
+
+class _Stop(Exception):
+    """Stands in for a crash after the first chunk is written and checkpointed."""
+
+
+def _run_generate(fake: FakeVLM, items: Path, images: Path, output: Path, **kw: Any) -> Any:
+    mods = kw.pop("mods", "TB-RAD,SHAM")
+
+    async def run() -> Any:
+        backend = _backend(fake)
+        try:
+            options = GenerationOptions(modifications=tuple(parse_modifications(mods)))
+            generator = Generator(backend, options, images_root=images)
+            return await generate_file(generator, items, output, chunk_items=1, **kw)
+        finally:
+            await backend.aclose()
+
+    return anyio.run(run)
+
+
+def _stop_after_first_chunk(done: int) -> None:
+    raise _Stop
+
+
+def test_an_interrupted_run_resumes_without_generating_again(fake: FakeVLM, tmp_path: Path) -> None:
+    items, images = items_and_images(tmp_path)
+    full = tmp_path / "full" / "requests.jsonl"
+    _run_generate(fake, items, images, full)
+
+    output = tmp_path / "resumed" / "requests.jsonl"
+    with pytest.raises(_Stop):
+        _run_generate(fake, items, images, output, progress=_stop_after_first_chunk)
+    first_item = {r["item_id"] for r in read_jsonl(output)}
+    assert first_item == {"eff-r"}
+    with output.open("ab") as torn:  # a chunk that was being written when the process died
+        torn.write(b'{"item_id": "cmp", "question": "half a li')
+
+    calls_before = fake.counters.total
+    summary = _run_generate(fake, items, images, output)
+    resumed_calls = fake.counters.total - calls_before
+
+    assert output.read_bytes() == full.read_bytes()
+    assert (
+        summary.to_json()
+        == orjson.loads(full.with_name(full.name + ".manifest.json").read_bytes())["summary"]
+    )
+    # eff-r (baseline, TB-RAD aligned and misleading, SHAM) is not asked for again
+    runs_per_item = len({r["metadata"]["sidecar"]["run"] for r in read_jsonl(full)})
+    assert resumed_calls == len(read_jsonl(full)) - runs_per_item
+
+    calls_before = fake.counters.total
+    _run_generate(fake, items, images, output)  # finished: nothing left to do
+    assert fake.counters.total == calls_before
+    assert output.read_bytes() == full.read_bytes()
+
+
+def test_resume_refuses_other_settings_and_unknown_outputs(fake: FakeVLM, tmp_path: Path) -> None:
+    items, images = items_and_images(tmp_path)
+    output = tmp_path / "out" / "requests.jsonl"
+    with pytest.raises(_Stop):
+        _run_generate(fake, items, images, output, progress=_stop_after_first_chunk)
+    with pytest.raises(UserInputError, match="other items or settings"):
+        _run_generate(fake, items, images, output, mods="VH-BB")
+    summary = _run_generate(fake, items, images, output, mods="VH-BB", restart=True)
+    assert summary.lines == len(read_jsonl(output))
+    assert {r["modification"]["code"] for r in read_jsonl(output)} == {"baseline", "VH-BB"}
+
+    stray = tmp_path / "stray" / "requests.jsonl"
+    stray.parent.mkdir()
+    stray.write_bytes(b'{"kept": true}\n')
+    with pytest.raises(UserInputError, match=r"no requests\.jsonl\.checkpoint\.json"):
+        _run_generate(fake, items, images, stray)
+    assert stray.read_bytes() == b'{"kept": true}\n'
