@@ -26,6 +26,7 @@ Pure: pandas and numpy in, pydantic models out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,8 @@ __all__ = [
     "RateEstimate",
     "axis_outcomes",
     "coverage_diagnostics",
+    "coverage_from_rates",
+    "estimate_rate",
     "evaluate_gates",
     "placebo_fpr",
 ]
@@ -175,7 +178,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.nan)
 
 
-def _estimate(point: float, samples: np.ndarray, level: float) -> RateEstimate:
+def estimate_rate(point: float, samples: np.ndarray, level: float) -> RateEstimate:
     if not np.isfinite(point):
         return RateEstimate(point=None)
     interval = percentile_interval(samples, level)
@@ -187,7 +190,6 @@ def coverage_diagnostics(
     outcomes: pd.DataFrame, *, B: int, seed: int, label: str, level: float = 0.95
 ) -> dict[str, Coverage]:
     """Coverage per scope (CF, CA, CC, CT) and the macro view (mean of CF, CA, CC rates)."""
-    n = len(outcomes)
     nums, dens = [], []
     for scope in _SCOPES:
         num, den = _indicators(outcomes[scope])
@@ -199,22 +201,42 @@ def coverage_diagnostics(
         num_all, den_all, B=B, rng=rng_for(seed, f"coverage:{label}")
     ).reshape(B, len(_SCOPES), len(RATES))
 
+    n_judged = [int(dens[s][0].sum()) for s in range(len(_SCOPES))]
+    return coverage_from_rates(outcomes, _SCOPES, n_judged, points, samples, level)
+
+
+def coverage_from_rates(
+    outcomes: pd.DataFrame,
+    scopes: Sequence[str],
+    n_judged: Sequence[int],
+    points: np.ndarray,
+    samples: np.ndarray,
+    level: float,
+) -> dict[str, Coverage]:
+    """Coverage per scope, then the macro view (the mean of the CF, CA and CC rates).
+
+    ``points`` holds the rates (scopes x RATES) and ``samples`` their paired bootstrap draws
+    (B x scopes x RATES); ``outcomes`` gives the counts. Shared by the judge validation and the
+    run reports, which differ only in how they draw the resamples.
+    """
+    n = len(outcomes)
     report: dict[str, Coverage] = {}
-    for s, scope in enumerate(_SCOPES):
+    for s, scope in enumerate(scopes):
         counts = outcomes[scope].value_counts().to_dict()
         report[scope] = Coverage(
             scope=scope,
             n_items=n,
-            n_judged=int(dens[s][0].sum()),
+            n_judged=int(n_judged[s]),
             counts={k: int(counts.get(k, 0)) for k in ("valid", *JUDGE_STAGES, *NOT_JUDGED)},
             rates={
-                rate: _estimate(points[s, r], samples[:, s, r], level)
+                rate: estimate_rate(points[s, r], samples[:, s, r], level)
                 for r, rate in enumerate(RATES)
             },
         )
-    gated = [_SCOPES.index(s) for s in ("CF", "CA", "CC")]
-    macro_points = points[gated].mean(axis=0)
-    macro_samples = samples[:, gated, :].mean(axis=1)
+    gated = [list(scopes).index(s) for s in ("CF", "CA", "CC")]
+    with np.errstate(invalid="ignore"):  # a scope with no judged item is NaN, not a warning
+        macro_points = points[gated].mean(axis=0)
+        macro_samples = samples[:, gated, :].mean(axis=1)
     macro_counts: dict[str, int] = {}
     for scope in ("CF", "CA", "CC"):
         for key, value in report[scope].counts.items():
@@ -225,7 +247,7 @@ def coverage_diagnostics(
         n_judged=sum(report[s].n_judged for s in ("CF", "CA", "CC")),
         counts=macro_counts,
         rates={
-            rate: _estimate(macro_points[r], macro_samples[:, r], level)
+            rate: estimate_rate(macro_points[r], macro_samples[:, r], level)
             for r, rate in enumerate(RATES)
         },
     )
@@ -269,7 +291,7 @@ def placebo_fpr(
         n_sham=len(sham),
         n_valid=int(positive.size),
         n_positive=int(positive.sum()),
-        rate=_estimate(float(positive.mean()), samples, level),
+        rate=estimate_rate(float(positive.mean()), samples, level),
     )
 
 

@@ -14,8 +14,6 @@ import numpy as np
 import pandas as pd
 
 from service.agreement.coverage import (
-    JUDGE_STAGES,
-    NOT_JUDGED,
     RATES,
     Coverage,
     FprSham,
@@ -24,9 +22,11 @@ from service.agreement.coverage import (
     RateEstimate,
     _indicators,
     axis_outcomes,
+    coverage_from_rates,
+    estimate_rate,
     evaluate_gates,
 )
-from service.reports.resample import percentile_interval, rng_for
+from service.reports.resample import rng_for
 from service.reports.table import LABELS
 
 __all__ = ["SCOPES", "run_coverage", "run_fpr", "run_gates"]
@@ -51,14 +51,6 @@ def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
         ignore_index=True,
     )
     return axis_outcomes(long, keys)
-
-
-def _estimate(point: float, samples: np.ndarray, level: float) -> RateEstimate:
-    if not np.isfinite(point):
-        return RateEstimate(point=None)
-    interval = percentile_interval(samples, level)
-    low, high = interval if interval is not None else (None, None)
-    return RateEstimate(point=float(point), low=low, high=high)
 
 
 def _ratios(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -89,36 +81,8 @@ def run_coverage(
         samples = _ratios(draws, num_all, den_all).reshape(B, len(SCOPES), k)
     else:
         samples = np.full((B, len(SCOPES), k), np.nan)
-    report: dict[str, Coverage] = {}
-    for s, scope in enumerate(SCOPES):
-        counts = outcomes[scope].value_counts().to_dict()
-        report[scope] = Coverage(
-            scope=scope,
-            n_items=n,
-            n_judged=int(freq @ dens[s][0]),
-            counts={c: int(counts.get(c, 0)) for c in ("valid", *JUDGE_STAGES, *NOT_JUDGED)},
-            rates={
-                r: _estimate(points[s, j], samples[:, s, j], level) for j, r in enumerate(RATES)
-            },
-        )
-    gated = [SCOPES.index(s) for s in ("CF", "CA", "CC")]
-    with np.errstate(invalid="ignore"):
-        macro_points = points[gated].mean(axis=0)
-        macro_samples = samples[:, gated, :].mean(axis=1)
-    macro_counts: dict[str, int] = {}
-    for scope in ("CF", "CA", "CC"):
-        for key, value in report[scope].counts.items():
-            macro_counts[key] = macro_counts.get(key, 0) + value
-    report["macro"] = Coverage(
-        scope="macro",
-        n_items=n,
-        n_judged=sum(report[s].n_judged for s in ("CF", "CA", "CC")),
-        counts=macro_counts,
-        rates={
-            r: _estimate(macro_points[j], macro_samples[:, j], level) for j, r in enumerate(RATES)
-        },
-    )
-    return report
+    n_judged = [int(freq @ dens[s][0]) for s in range(len(SCOPES))]
+    return coverage_from_rates(outcomes, SCOPES, n_judged, points, samples, level)
 
 
 def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95) -> FprSham:
@@ -138,7 +102,7 @@ def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float =
         n_sham=len(sham),
         n_valid=int(scores.size),
         n_positive=positive,
-        rate=_estimate(positive / scores.size, draws / scores.size, level),
+        rate=estimate_rate(positive / scores.size, draws / scores.size, level),
     )
 
 
