@@ -106,6 +106,19 @@ class Scorer:
     def evaluator_id(self) -> str:
         return self._evaluator.id
 
+    @property
+    def evaluator_settings(self) -> Mapping[str, Any]:
+        """The evaluator's frozen settings, as hashed into every result's provenance."""
+        return self._evaluator.settings()
+
+    @property
+    def prompts(self) -> PromptSet:
+        return self._prompts
+
+    @property
+    def knowledge_base(self) -> KnowledgeBase | None:
+        return self._kb
+
     async def score(self, request: ScoreRequest, *, line: int | None = None) -> ItemResult:
         """Score one request; problems of the item become failures in the result, not raises."""
         try:

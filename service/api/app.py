@@ -91,10 +91,10 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await JobStore.open(settings.job_store_url, schema=settings.database_schema)
         try:
-            state.evaluator_info = await describe_evaluator(settings)
-            state.kb_info = knowledge_base_info(settings)
             async with open_scorer(settings) as scorer, anyio.create_task_group() as group:
                 state.store, state.scorer = store, scorer
+                state.evaluator_info = describe_evaluator(scorer, settings)
+                state.kb_info = knowledge_base_info(scorer)
                 if settings.workers:
                     state.worker = Worker(
                         store,

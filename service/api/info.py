@@ -14,9 +14,7 @@ from service.api.wire import (
     ModificationCatalogue,
     ModificationInfo,
 )
-from service.evaluators import make_evaluator
-from service.knowledge import load_knowledge_base
-from service.prompts import load_prompt_set
+from service.pipeline import Scorer
 from service.schemas import SCHEMA_VERSION, schemas_sha256
 from service.scoring.modifications import ALL_MODIFICATIONS
 from service.settings import Settings
@@ -24,16 +22,11 @@ from service.settings import Settings
 __all__ = ["describe_evaluator", "knowledge_base_info", "modification_catalogue"]
 
 
-async def describe_evaluator(settings: Settings) -> EvaluatorInfo:
+def describe_evaluator(scorer: Scorer, settings: Settings) -> EvaluatorInfo:
     """The evaluator configuration; the settings hash is the one in every result's provenance."""
-    evaluator = make_evaluator(settings.evaluator, settings=settings)
-    try:
-        frozen = dict(evaluator.settings())
-        evaluator_id = evaluator.id
-    finally:
-        await evaluator.aclose()
-    prompts = load_prompt_set(settings.prompt_set)
-    kb = load_knowledge_base(settings.knowledge_base) if settings.knowledge_base else None
+    frozen = dict(scorer.evaluator_settings)
+    evaluator_id = scorer.evaluator_id
+    prompts, kb = scorer.prompts, scorer.knowledge_base
     frozen_json = orjson.loads(orjson.dumps(frozen, option=orjson.OPT_SORT_KEYS, default=str))
     return EvaluatorInfo(
         evaluator=evaluator_id,
@@ -56,10 +49,11 @@ async def describe_evaluator(settings: Settings) -> EvaluatorInfo:
     )
 
 
-def knowledge_base_info(settings: Settings) -> KnowledgeBaseInfo | None:
-    if not settings.knowledge_base:
+def knowledge_base_info(scorer: Scorer) -> KnowledgeBaseInfo | None:
+    """The knowledge base the scorer looks questions up in, if it has one."""
+    kb = scorer.knowledge_base
+    if kb is None:
         return None
-    kb = load_knowledge_base(settings.knowledge_base)
     return KnowledgeBaseInfo(
         id=kb.id,
         version=kb.version,
