@@ -48,7 +48,7 @@ _PACKAGES = ("pydantic", "pydantic-core", "jsonschema", "rapidfuzz", "edlib", "o
 
 
 def load_average() -> list[float]:
-    """1, 5 and 15 minute load averages (other engineers may be running tests)."""
+    """1, 5 and 15 minute load averages (other jobs may share the machine)."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:

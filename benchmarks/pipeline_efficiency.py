@@ -274,7 +274,7 @@ def run_once(
         run["server_cpu_ms_per_call"] = round(1000 * server_cpu / all_calls, 3)
         run["server_cpu_utilisation"] = round(server_cpu * calls / all_calls / wall, 3)
         other -= server_cpu * calls / all_calls
-    # CPU that neither the client nor the fake judge used: other engineers' work.
+    # CPU that neither the client nor the fake judge used: other processes.
     run["other_processes_cpu_utilisation"] = round(max(0.0, other) / wall, 3)
     # CPU the hypervisor gave to other guests while this VM wanted it.
     run["steal_cpu_utilisation"] = round(timing["steal_cpu_s"] / wall, 3)

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "service": round(service_cpu / wall, 3),
                         "fake_judge": round((judge.cpu_seconds() - judge_cpu0) / wall, 3),
                         "load_generator": round((time.process_time() - cpu0) / wall, 3),
-                        # other engineers' work on the shared machine, in cores
+                        # everything else on the machine, in cores
                         "other_processes": round(max(0.0, busy - ours) / wall, 3),
                     }
                     # CPU per request over the whole level: what the service costs, whatever
