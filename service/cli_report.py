@@ -41,10 +41,10 @@ def _fail(exc: FaithJudgeError | str) -> typer.Exit:
     return typer.Exit(gating.EXIT_UNEVALUABLE)
 
 
-def _load(path: Path) -> pd.DataFrame:
+def _load(path: Path, quote_rows: int = 0) -> pd.DataFrame:
     if not path.is_file():
         raise FaithJudgeError(f"result file not found: {path}")
-    return item_table(iter_results(path))
+    return item_table(iter_results(path), quote_rows=quote_rows)
 
 
 def report_command(
@@ -68,7 +68,7 @@ def report_command(
 ) -> None:
     """Aggregates, coverage and (with --compare) paired differences of one run."""
     try:
-        items = _load(results)
+        items = _load(results, quote_rows=max_items)
         baseline = _load(compare) if compare is not None else None
         report = build_report(items, baseline=baseline, B=bootstrap, seed=seed)
         markdown = report_markdown(report)

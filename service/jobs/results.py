@@ -16,6 +16,8 @@ from service.jobs.store import JobStore
 __all__ = ["render_report", "result_lines"]
 
 _PAGE = 500
+REPORT_ITEMS = 300
+"""Items the HTML report lists with their verified quotes."""
 
 
 async def result_lines(
@@ -74,12 +76,13 @@ async def render_report(
     from service.reports.table import item_table
 
     def build() -> str:
-        items = item_table(_results_in_thread(store, batch_id))
+        # the HTML lists the first rows only: their quotes are all the table needs to keep
+        items = item_table(_results_in_thread(store, batch_id), quote_rows=REPORT_ITEMS)
         report = build_report(items, B=bootstrap, seed=seed)
         if fmt == "json":
             return json.dumps(report_json(report), allow_nan=False)
         if fmt == "md":
             return report_markdown(report)
-        return report_html(report)
+        return report_html(report, max_items=REPORT_ITEMS)
 
     return await anyio.to_thread.run_sync(build)

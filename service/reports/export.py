@@ -17,10 +17,8 @@ class ExportError(FaithJudgeError):
 
 
 def flat_items(items: pd.DataFrame) -> pd.DataFrame:
-    """The item table with the quote tuples turned into a count (CSV/Parquet-friendly)."""
-    flat = items.drop(columns=["quotes"])
-    flat.insert(flat.columns.get_loc("error_detail") + 1, "n_quotes", items["quotes"].map(len))
-    return flat
+    """The item table without the quote tuples (their count stays, in ``n_quotes``)."""
+    return items.drop(columns=["quotes"])
 
 
 def export_items(items: pd.DataFrame, path: Path) -> None:

@@ -10,8 +10,10 @@ questions therefore already follow the two-grade rule of METHODS §1.6.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +29,8 @@ METRIC_LABELS: dict[str, str] = {
     "confidence_tone": "CT",
 }
 LABELS: tuple[str, ...] = ("CF", "CA", "CT")
+# Gathered as C doubles: a Python float per cell would cost four times the memory.
+_FLOAT_COLUMNS = frozenset(("correct", "flip", "CC", *LABELS, *(f"{lab}_score" for lab in LABELS)))
 
 
 @lru_cache(maxsize=4096)
@@ -54,37 +58,46 @@ def _alignment(aligned: bool | None) -> str:
     return {True: "aligned", False: "misleading"}.get(aligned, "n/a")  # type: ignore[arg-type]
 
 
-def item_table(results: Iterable[ItemResult]) -> pd.DataFrame:
+def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) -> pd.DataFrame:
     """Flatten result lines into the item table (one row per line, in input order).
 
-    Verified quotes are kept per row as ``(label, start, end, text)`` for the HTML report.
+    Verified quotes are kept per row as ``(label, start, end, text)`` for the HTML report, which
+    shows the first rows only: ``quote_rows`` keeps the quote texts of that many rows and just
+    their count (``n_quotes``) for the rest, so a large run's table stays small.
     """
-    cols: dict[str, list[object]] = {
-        name: []
+    cols: dict[str, Any] = {
+        name: array("d") if name in _FLOAT_COLUMNS else []
         for name in (
             "line", "item_id", "model", "question", "question_type", "modification", "kind",
             "channel", "alignment", "answer", "correct", "flip", "flip_reason", "CC",
-            "error_stage", "error_detail", "quotes",
+            "error_stage", "error_detail", "n_quotes", "quotes",
             *(f"{lab}_score" for lab in LABELS), *LABELS, *(f"{lab}_outcome" for lab in LABELS),
         )
     }  # fmt: skip
+    # Every parsed line brings its own copy of strings that repeat across lines (the question,
+    # the model, the reason of a flip): one shared copy each keeps a large table small.
+    shared: dict[str | None, str | None] = {}
+
+    def one(text: str | None) -> str | None:
+        return shared.setdefault(text, text)
+
     for result in results:
         mod = result.modification
         error_stage = result.error.stage if result.error is not None else None
         cols["line"].append(result.line)
         cols["item_id"].append(result.item_id)
-        cols["model"].append(result.model or "(unnamed)")
-        cols["question"].append(result.question)
+        cols["model"].append(one(result.model or "(unnamed)"))
+        cols["question"].append(one(result.question))
         cols["question_type"].append(_question_type(result.question))
-        cols["modification"].append(mod.code if mod is not None else "(none)")
-        cols["kind"].append(mod.kind if mod is not None else "baseline")
-        cols["channel"].append(mod.channel if mod is not None else "none")
+        cols["modification"].append(one(mod.code) if mod is not None else "(none)")
+        cols["kind"].append(one(mod.kind) if mod is not None else "baseline")
+        cols["channel"].append(one(mod.channel) if mod is not None else "none")
         cols["alignment"].append(_alignment(mod.aligned if mod is not None else None))
-        cols["answer"].append(result.answer)
+        cols["answer"].append(one(result.answer))
         cols["correct"].append(np.nan if result.correct is None else float(result.correct))
         flip = result.flip.value if result.flip is not None else None
         cols["flip"].append(np.nan if flip is None else float(flip))
-        cols["flip_reason"].append(result.flip.reason if result.flip is not None else None)
+        cols["flip_reason"].append(one(result.flip.reason) if result.flip is not None else None)
         cols["error_stage"].append(error_stage)
         cols["error_detail"].append(result.error.detail if result.error is not None else None)
         quotes: list[tuple[str, int, int, str]] = []
@@ -108,8 +121,12 @@ def item_table(results: Iterable[ItemResult]) -> pd.DataFrame:
         cc = result.confidence_calibration
         # CC exists only where both of its inputs were graded (METHODS §1.7)
         cols["CC"].append(float(cc) if cc is not None and valid_cf_ct else np.nan)
-        cols["quotes"].append(tuple(quotes))
-    frame = pd.DataFrame(cols)
-    for name in ("correct", "flip", "CC", *LABELS, *(f"{lab}_score" for lab in LABELS)):
-        frame[name] = frame[name].astype("float64")
-    return frame
+        cols["n_quotes"].append(len(quotes))
+        keep = quote_rows is None or len(cols["quotes"]) < quote_rows
+        cols["quotes"].append(tuple(quotes) if keep else ())
+    return pd.DataFrame(
+        {
+            name: np.frombuffer(values, dtype=np.float64) if name in _FLOAT_COLUMNS else values
+            for name, values in cols.items()
+        }
+    )

@@ -61,3 +61,15 @@ def test_unknown_format_and_parquet_without_pyarrow(tmp_path: Path) -> None:
     if importlib.util.find_spec("pyarrow") is None:
         with pytest.raises(ExportError, match="pyarrow"):
             export_items(items, tmp_path / "x.parquet")
+
+
+def test_quote_rows_keeps_the_quotes_of_the_first_rows_and_every_count(tmp_path: Path) -> None:
+    rows = [json.dumps(x) for x in fixture_lines()]
+    results = read_results(_write(tmp_path / "r.jsonl", rows))
+    full, cut = item_table(results), item_table(results, quote_rows=1)
+    assert cut["quotes"].iloc[0] == full["quotes"].iloc[0] and len(cut["quotes"].iloc[0]) == 3
+    assert all(q == () for q in cut["quotes"].iloc[1:])
+    assert cut["n_quotes"].tolist() == full["n_quotes"].tolist()
+    assert cut.drop(columns="quotes").equals(full.drop(columns="quotes"))
+    # repeated strings are one object per distinct value, not one per line
+    assert len({id(q) for q in full["question"]}) == full["question"].nunique()
