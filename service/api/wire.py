@@ -37,6 +37,8 @@ __all__ = [
 NDJSON = "application/x-ndjson"
 PROBLEM_JSON = "application/problem+json"
 
+# "failed" is reserved for clients to handle: a line that cannot be scored gets an error result,
+# so batches of this version end "completed" or "cancelled".
 BatchState = Literal["queued", "running", "completed", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "cancelled", "failed"})
 ReportFormat = Literal["json", "md", "html"]
