@@ -12,15 +12,17 @@ import importlib.metadata
 import os
 import platform
 import random
+import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 import orjson
+import psutil
 
 __all__ = [
     "METRICS",
@@ -485,3 +487,87 @@ def make_request(
     elif roll < 0.5:
         request["modification"] = {"code": rng.choice(("VH-BB", "SHAM", "lr_flip", "blur_sigma"))}
     return request
+
+
+# ---------------------------------------------------------------- child processes
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ChildProcess:
+    """A server a benchmark starts on a free port: stderr to a log, stopped on exit.
+
+    ``ready`` answers whether the server takes requests yet; entering the context waits for it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        log_path: Path,
+        *,
+        ready: Callable[[], bool],
+        ready_timeout_s: float,
+        stop_grace_s: float = 10.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._ready = ready
+        self._ready_timeout_s = ready_timeout_s
+        self._stop_grace_s = stop_grace_s
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self._log
+        )
+        self.ps = psutil.Process(self.proc.pid)
+
+    def wait_ready(self) -> float:
+        """Seconds until ``ready`` said yes; raises with the log tail if it never does."""
+        start = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.tail()}")
+            if self._ready():
+                return time.monotonic() - start
+            if time.monotonic() - start > self._ready_timeout_s:
+                raise RuntimeError(
+                    f"{self.name} was not ready in {self._ready_timeout_s} s: {self.tail()}"
+                )
+            time.sleep(0.05)
+
+    def tail(self, chars: int = 2000) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def cpu_seconds(self) -> float:
+        times = self.ps.cpu_times()
+        return float(times.user + times.system)
+
+    def rss_bytes(self) -> int:
+        return int(self.ps.memory_info().rss)
+
+    def __enter__(self) -> Self:
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self._stop_grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()

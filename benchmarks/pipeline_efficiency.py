@@ -28,7 +28,6 @@ import cProfile
 import pstats
 import random
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,8 @@ import psutil
 
 from benchmarks import _evaluator
 from benchmarks._common import (
-    REPO_ROOT,
+    ChildProcess,
+    free_port,
     kb_questions,
     load_average,
     machine_facts,
@@ -61,80 +61,33 @@ TRANSPORTS = ("aiohttp", "httpx")
 # ---------------------------------------------------------------- the fake judge process
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class FakeJudgeProcess:
+class FakeJudgeProcess(ChildProcess):
     """``python -m tests.fakes.judge_server`` on a free port, killed on exit."""
 
     def __init__(self, latency_ms: float, log_dir: Path) -> None:
         self.latency_ms = latency_ms
         self.port = free_port()
-        self._log = (log_dir / f"fake_judge_{self.port}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.fakes.judge_server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--latency-ms",
-                str(latency_ms),
-                "--quote-mode",
-                "first_sentence",
-            ],
-            cwd=REPO_ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
+        command = [sys.executable, "-m", "tests.fakes.judge_server", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--latency-ms", str(latency_ms),
+                   "--quote-mode", "first_sentence"]  # fmt: skip
+        super().__init__(
+            "the fake judge",
+            command,
+            log_dir / f"fake_judge_{self.port}.log",
+            ready=self._accepts,
+            ready_timeout_s=30.0,
         )
-        self.ps = psutil.Process(self.proc.pid)
+
+    def _accepts(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the fake judge exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the fake judge did not accept connections") from None
-                time.sleep(0.05)
-
-    def cpu_seconds(self) -> float:
-        times = self.ps.cpu_times()
-        return float(times.user + times.system)
-
-    def __enter__(self) -> FakeJudgeProcess:
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
 
 
 # ---------------------------------------------------------------- runs

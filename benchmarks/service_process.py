@@ -9,7 +9,6 @@ phase the benchmark marks. Used by the ``service_*`` benchmarks; not a benchmark
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,8 +19,7 @@ import httpx
 import orjson
 import psutil
 
-from benchmarks._common import REPO_ROOT
-from benchmarks.pipeline_efficiency import free_port
+from benchmarks._common import ChildProcess, free_port
 
 __all__ = ["BENCH_KEY", "RssSampler", "ServiceProcess", "percentiles", "summary_rows"]
 
@@ -35,7 +33,7 @@ def _serve_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
 
 
-class ServiceProcess:
+class ServiceProcess(ChildProcess):
     """``faithjudge serve`` on 127.0.0.1 with ``env`` (``FAITHJUDGE_*`` settings) on top."""
 
     def __init__(self, data_dir: Path, log_dir: Path, env: dict[str, str]) -> None:
@@ -49,68 +47,26 @@ class ServiceProcess:
             "FAITHJUDGE_API_KEYS": orjson.dumps({BENCH_KEY: "bench"}).decode(),
             **env,
         }
-        self.log_path = log_dir / f"service_{self.port}.log"
-        self._log = self.log_path.open("wb")
         command = [*_serve_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        self.proc = subprocess.Popen(
+        super().__init__(
+            "the service",
             [*command, "--log-level", "warning"],
-            cwd=REPO_ROOT,
+            log_dir / f"service_{self.port}.log",
+            ready=self._ready_now,
+            ready_timeout_s=90.0,
+            stop_grace_s=20.0,
             env=full_env,
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
         )
-        self.ps = psutil.Process(self.proc.pid)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 90.0) -> float:
-        """Seconds until ``/readyz`` said ready; raises with the log tail if it never does."""
-        start = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the service exited with {self.proc.returncode}: {self.tail()}")
-            try:
-                if httpx.get(self.base_url + "/readyz", timeout=2.0).status_code == 200:
-                    return time.monotonic() - start
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() - start > timeout:
-                raise RuntimeError(f"the service was not ready in {timeout} s: {self.tail()}")
-            time.sleep(0.1)
-
-    def tail(self, chars: int = 2000) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def cpu_seconds(self) -> float:
-        times = self.ps.cpu_times()
-        return float(times.user + times.system)
-
-    def rss_bytes(self) -> int:
-        return int(self.ps.memory_info().rss)
-
-    def __enter__(self) -> ServiceProcess:
+    def _ready_now(self) -> bool:
         try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
+            return httpx.get(self.base_url + "/readyz", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
 
 
 class RssSampler:
