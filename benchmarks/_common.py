@@ -12,6 +12,7 @@ import importlib.metadata
 import os
 import platform
 import random
+import resource
 import socket
 import statistics
 import subprocess
@@ -571,3 +572,30 @@ class ChildProcess:
                 self.proc.kill()
                 self.proc.wait(10)
         self._log.close()
+
+
+class ChildRun(NamedTuple):
+    """A measured child run: its last stdout line as JSON, its wall time and peak RSS."""
+
+    stages: dict[str, Any]
+    wall_s: float
+    peak_rss_bytes: int
+
+
+def run_measured_child(module: str, *args: str) -> ChildRun:
+    """Run ``python -m MODULE ARGS`` alone in its own process and measure it.
+
+    The peak is the child's own (``RUSAGE_CHILDREN``: the largest child waited for, so call this
+    once per benchmark process); the child reports its stage timings as JSON on its last line.
+    Raises with the child's stderr when it fails.
+    """
+    began = time.perf_counter()
+    child = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, check=False
+    )
+    wall_s = time.perf_counter() - began
+    if child.returncode != 0:
+        raise RuntimeError(f"{module} exited with {child.returncode}:\n{child.stderr}")
+    # ru_maxrss is in KiB on Linux
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return ChildRun(orjson.loads(child.stdout.strip().splitlines()[-1]), wall_s, peak)

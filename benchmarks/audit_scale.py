@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from itertools import islice
@@ -29,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks._common import load_average, machine_facts, write_result
+from benchmarks._common import load_average, machine_facts, run_measured_child, write_result
 
 __all__ = ["generate", "main", "run_audit_stages", "summary_rows"]
 
@@ -121,19 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         counts = generate(records, args.records)
         generated_s = time.perf_counter() - began
-        wall = time.perf_counter()
-        child = subprocess.run(
-            [sys.executable, "-m", "benchmarks.audit_scale", "--child", str(records), tmp],
-            capture_output=True,
-            text=True,
-            check=False,
+        stages, wall_s, peak = run_measured_child(
+            "benchmarks.audit_scale", "--child", str(records), tmp
         )
-        wall_s = time.perf_counter() - wall
-        if child.returncode != 0:
-            print(child.stderr, file=sys.stderr)
-            return 1
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        stages = json.loads(child.stdout.strip().splitlines()[-1])
         sizes = {p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()}
     fast_ref = stages["reference_fast_load_100k_cpu_s"]
     slow_ref = stages["reference_pydantic_load_100k_cpu_s"]

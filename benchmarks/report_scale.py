@@ -15,9 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks._common import machine_facts, write_result
+from benchmarks._common import machine_facts, run_measured_child, write_result
 
 __all__ = ["generate", "main", "run_report"]
 
@@ -149,19 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         generate(results, args.lines)
         generated_s = time.perf_counter() - began
-        wall = time.perf_counter()
-        child = subprocess.run(
-            [sys.executable, "-m", "benchmarks.report_scale", "--bootstrap",
-             str(args.bootstrap), "--child", str(results), tmp],
-            capture_output=True, text=True, check=False,
+        stages, wall_s, peak = run_measured_child(
+            "benchmarks.report_scale", "--bootstrap", str(args.bootstrap), "--child",
+            str(results), tmp,
         )  # fmt: skip
-        wall_s = time.perf_counter() - wall
-        if child.returncode != 0:
-            print(child.stderr, file=sys.stderr)
-            return 1
-        # ru_maxrss is in KiB on Linux: the largest child this process has waited for
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        stages = json.loads(child.stdout.strip().splitlines()[-1])
         sizes = {p.name: p.stat().st_size for p in Path(tmp).iterdir() if p.is_file()}
     payload = {
         "benchmark": "report_scale",
