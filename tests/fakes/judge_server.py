@@ -374,7 +374,7 @@ class FakeJudge:
         self.app.reset()
 
 
-def _server(app: FakeJudgeApp) -> uvicorn.Server:
+def _server(app: Any) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         loop="auto",  # uvloop when installed: the fake must not be the bottleneck
@@ -402,11 +402,8 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 @contextmanager
-def run_fake_judge(
-    config: FakeJudgeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
-) -> Iterator[FakeJudge]:
-    """Serve a fake judge from a background thread for the duration of the block."""
-    app = FakeJudgeApp(config)
+def serving(app: Any, *, host: str, port: int, name: str) -> Iterator[int]:
+    """Serve the ASGI ``app`` from a background thread for the block; yields the bound port."""
     sock = _listen(host, port)
     server = _server(app)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -415,14 +412,24 @@ def run_fake_judge(
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             sock.close()
-            raise RuntimeError("the fake judge server did not start")
+            raise RuntimeError(f"the {name} did not start")
         time.sleep(0.005)
     try:
-        yield FakeJudge(app=app, host=host, port=sock.getsockname()[1])
+        yield sock.getsockname()[1]
     finally:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+@contextmanager
+def run_fake_judge(
+    config: FakeJudgeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[FakeJudge]:
+    """Serve a fake judge from a background thread for the duration of the block."""
+    app = FakeJudgeApp(config)
+    with serving(app, host=host, port=port, name="fake judge server") as bound:
+        yield FakeJudge(app=app, host=host, port=bound)
 
 
 def main(argv: list[str] | None = None) -> None:

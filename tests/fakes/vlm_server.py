@@ -20,7 +20,6 @@ import binascii
 import hashlib
 import io
 import re
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from typing import Any
 import orjson
 from PIL import Image, UnidentifiedImageError
 
-from tests.fakes.judge_server import Receive, Scope, Send, _error, _listen, _respond, _server
+from tests.fakes.judge_server import Receive, Scope, Send, _error, _respond, serving
 
 __all__ = ["FakeVLM", "FakeVLMApp", "FakeVLMConfig", "run_fake_vlm"]
 
@@ -234,19 +233,5 @@ def run_fake_vlm(
 ) -> Iterator[FakeVLM]:
     """Serve a fake VLM from a background thread for the duration of the block."""
     app = FakeVLMApp(config)
-    sock = _listen(host, port)
-    server = _server(app)  # type: ignore[arg-type]  # any ASGI app
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            sock.close()
-            raise RuntimeError("the fake VLM server did not start")
-        time.sleep(0.005)
-    try:
-        yield FakeVLM(app=app, host=host, port=sock.getsockname()[1])
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serving(app, host=host, port=port, name="fake VLM server") as bound:
+        yield FakeVLM(app=app, host=host, port=bound)
