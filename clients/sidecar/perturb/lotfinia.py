@@ -26,7 +26,7 @@ from clients.sidecar.perturb.geometry import (
     moll_box_pixels,
     rounded_box_pixels,
 )
-from clients.sidecar.perturb.pool import ImagePool, pixel_digest
+from clients.sidecar.perturb.pool import ImagePool
 
 __all__ = [
     "irrelevant_box",
@@ -127,18 +127,11 @@ def swap_same_label(
     if pool is None:
         raise PerturbationError(f"{code} needs a candidate pool (pool=ImagePool(...))", code=code)
     eligible, query = swap_candidates(pool, item, params, code)
-    query_digest: str | None = None
-    for position in rng.permutation(len(eligible)):
-        index = eligible[int(position)]
-        chosen = pool.image(index)
-        if chosen.size == image.size and chosen.mode == image.mode:  # could be a pixel duplicate
-            if query_digest is None:
-                query_digest = pixel_digest(image)
-            if pool.digest(index) == query_digest:
-                continue
-        if resize and chosen.size != image.size:
-            chosen = chosen.resize(image.size, Image.Resampling.BILINEAR)
-        return chosen.copy(), {
+    order = (eligible[int(position)] for position in rng.permutation(len(eligible)))
+    found = pool.first_distinct(order, image, resize=resize)
+    if found is not None:
+        index, chosen = found
+        return chosen, {
             "pool_choice": pool_choice(pool, index),
             "query": query,
             "candidates": len(eligible),

@@ -133,6 +133,25 @@ class ImagePool:
             self._digests[index] = pixel_digest(self.image(index))
         return self._digests[index]
 
+    def first_distinct(
+        self, candidates: Iterable[int], query: Image.Image, *, resize: bool
+    ) -> tuple[int, Image.Image] | None:
+        """The first candidate that is not a pixel duplicate of ``query``, as a fresh copy
+        (resized to the query's size when ``resize``); None when every candidate is one."""
+        query_digest: str | None = None
+        for index in candidates:
+            index = int(index)
+            chosen = self.image(index)
+            if chosen.size == query.size and chosen.mode == query.mode:  # maybe a duplicate
+                if query_digest is None:
+                    query_digest = pixel_digest(query)
+                if self.digest(index) == query_digest:
+                    continue
+            if resize and chosen.size != query.size:
+                return index, chosen.resize(query.size, Image.Resampling.BILINEAR)
+            return index, chosen.copy()
+        return None
+
     def labels(self) -> list[str]:
         return [norm_answer(e.label) for e in self.entries]
 

@@ -24,7 +24,7 @@ from clients.sidecar.perturb.base import (
 )
 from clients.sidecar.perturb.lotfinia import pool_choice
 from clients.sidecar.perturb.medvigil import gaussian_blur
-from clients.sidecar.perturb.pool import ImagePool, as_vector, pixel_digest, thumbnail_embedding
+from clients.sidecar.perturb.pool import ImagePool, as_vector, thumbnail_embedding
 
 __all__ = [
     "CORRUPTIONS",
@@ -214,18 +214,10 @@ def hard_negative(
     if max_cosine is not None:
         ok &= scores <= max_cosine
     order = np.lexsort((np.arange(len(scores)), -scores))  # best first, then pool order
-    query_digest: str | None = None
-    for index in order[ok[order]]:
-        index = int(index)
-        chosen = pool.image(index)
-        if chosen.size == image.size and chosen.mode == image.mode:  # could be a pixel duplicate
-            if query_digest is None:
-                query_digest = pixel_digest(image)
-            if pool.digest(index) == query_digest:
-                continue
-        if resize and chosen.size != image.size:
-            chosen = chosen.resize(image.size, Image.Resampling.BILINEAR)
-        return chosen.copy(), {
+    found = pool.first_distinct(order[ok[order]], image, resize=resize)
+    if found is not None:
+        index, chosen = found
+        return chosen, {
             "pool_choice": pool_choice(pool, index),
             "cosine": round(float(scores[index]), 6),
             "embedding": kind,
