@@ -11,7 +11,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from service.reports.render_html import bar_chart_svg
+from service.reports.render_html import bar_chart_svg, html_table
 from service.reports.render_md import fmt_pct, md_escape
 
 __all__ = ["audit_html", "audit_html_section", "audit_markdown"]
@@ -321,29 +321,13 @@ def _html_escape(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _html_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(
-        f'<th class="{"l" if i == 0 else ""}">{_html_escape(h)}</th>' for i, h in enumerate(header)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"l" if i == 0 else ""}">{c}</td>' for i, c in enumerate(row))
-        + "</tr>"
-        for row in rows
-    )
-    return (
-        f"<h3>{_html_escape(title)}</h3><table><thead><tr>{head}</tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-    )
-
-
 def audit_html_section(report: dict[str, Any]) -> str:
     """The audit as one ``<section>`` (tables plus bar charts), to embed in a page."""
     parts = ['<section class="audit"><h2>Grounding audit</h2>']
     for note in _skipped(report):
         parts.append(f"<p>skipped {_html_escape(note)}</p>")
     for title, header, rows in _tables(report, _html_escape):
-        parts.append(_html_table(title, header, rows))
+        parts.append(f"<h3>{_html_escape(title)}</h3>{html_table(header, rows)}")
     lot = report["audits"].get("lotfinia")
     if lot and lot.get("models"):
         groups = [m["model"] for m in lot["models"]]

@@ -16,7 +16,7 @@ import pandas as pd
 from service.reports.render_md import fmt_ci, fmt_pct
 from service.reports.report import Report
 
-__all__ = ["bar_chart_svg", "heatmap_svg", "highlight", "report_html"]
+__all__ = ["bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]
 
 _COLORS = {"CF": "#2f6db5", "CA": "#d9822b", "CC": "#8a8a8a", "CT": "#5a9e4b"}
 _TABLE1_COLS = ("Acc", "Flip rate", "CF F", "CA F", "CC F", "CF NF", "CA NF", "CC NF")
@@ -41,7 +41,8 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A table; header cells are escaped here, body cells come as HTML, `left` columns left."""
     head = "".join(
         f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header)
     )
@@ -242,7 +243,7 @@ def report_html(
     ]
     body.append("<h2>Table 1 (mean ± SD across modifications)</h2>")
     body.append(
-        _table(
+        html_table(
             ["Model", *_TABLE1_COLS],
             [
                 [
@@ -279,7 +280,7 @@ def report_html(
             )
         body.append(
             f"<h2>{title}</h2>"
-            + _table(
+            + html_table(
                 ["Model", "Group", "Subset", "n", "Acc", "Flip rate", "CF", "CA", "CC"],
                 rows[:600],
                 3,
@@ -300,7 +301,7 @@ def report_html(
         ]
         body.append(
             "<h2>Comparison (candidate − baseline, % points)</h2>"
-            + _table(
+            + html_table(
                 ["Stat", "Pairs", "Baseline", "Candidate", "Diff [95% CI]", "Regression"], rows
             )
         )
@@ -350,7 +351,7 @@ def _coverage(report: Report) -> str:
     )
     return (
         "<h2>Coverage diagnostics</h2>"
-        + _table(
+        + html_table(
             [
                 "Scope",
                 "Judged",
@@ -370,5 +371,5 @@ def _coverage(report: Report) -> str:
         + f"<p>Placebo FPR (CA &gt; 3 on {f.n_valid} of {f.n_sham} SHAM items): {fpr}"
         + (f" — {_e(f.note)}" if f.note else "")
         + "</p><h2>Paper gates (upper bound)</h2>"
-        + _table(["Gate", "Scope", "Threshold %", "Upper %", "Result", "Note"], gates, 2)
+        + html_table(["Gate", "Scope", "Threshold %", "Upper %", "Result", "Note"], gates, 2)
     )
