@@ -22,7 +22,7 @@ from service.reports import gate as gating
 from service.reports.export import export_items
 from service.reports.io import iter_results, read_cots, write_text
 from service.reports.junit import junit_xml
-from service.reports.render_html import report_html
+from service.reports.render_html import LISTED_ITEMS, report_html
 from service.reports.render_md import gate_markdown, report_markdown
 from service.reports.report import build_report, report_json
 from service.reports.table import item_table
@@ -64,7 +64,7 @@ def report_command(
     ] = None,
     bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
-    max_items: Annotated[int, typer.Option(min=0, help="Items shown in the HTML.")] = 300,
+    max_items: Annotated[int, typer.Option(min=0, help="Items shown in the HTML.")] = LISTED_ITEMS,
 ) -> None:
     """Aggregates, coverage and (with --compare) paired differences of one run."""
     try:

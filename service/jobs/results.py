@@ -16,8 +16,6 @@ from service.jobs.store import JobStore
 __all__ = ["render_report", "result_lines"]
 
 _PAGE = 500
-REPORT_ITEMS = 300
-"""Items the HTML report lists with their verified quotes."""
 
 
 async def result_lines(
@@ -70,19 +68,19 @@ async def render_report(
 ) -> str:
     """The report of ``service.reports`` over the lines done so far (built off the event loop)."""
     # imported on first use: pandas and scipy would add seconds to every start-up
-    from service.reports.render_html import report_html
+    from service.reports.render_html import LISTED_ITEMS, report_html
     from service.reports.render_md import report_markdown
     from service.reports.report import build_report, report_json
     from service.reports.table import item_table
 
     def build() -> str:
         # the HTML lists the first rows only: their quotes are all the table needs to keep
-        items = item_table(_results_in_thread(store, batch_id), quote_rows=REPORT_ITEMS)
+        items = item_table(_results_in_thread(store, batch_id), quote_rows=LISTED_ITEMS)
         report = build_report(items, B=bootstrap, seed=seed)
         if fmt == "json":
             return json.dumps(report_json(report), allow_nan=False)
         if fmt == "md":
             return report_markdown(report)
-        return report_html(report, max_items=REPORT_ITEMS)
+        return report_html(report)
 
     return await anyio.to_thread.run_sync(build)

@@ -16,7 +16,10 @@ import pandas as pd
 from service.reports.render_md import fmt_ci, fmt_pct
 from service.reports.report import Report
 
-__all__ = ["bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]
+__all__ = ["LISTED_ITEMS", "bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]
+
+LISTED_ITEMS = 300
+"""Items the HTML report lists with their verified quotes, unless told otherwise."""
 
 _COLORS = {"CF": "#2f6db5", "CA": "#d9822b", "CC": "#8a8a8a", "CT": "#5a9e4b"}
 _TABLE1_COLS = ("Acc", "Flip rate", "CF F", "CA F", "CC F", "CF NF", "CA NF", "CC NF")
@@ -229,7 +232,7 @@ def _items(report: Report, cots: Mapping[str, str] | None, max_items: int) -> st
 
 
 def report_html(
-    report: Report, *, cots: Mapping[str, str] | None = None, max_items: int = 300
+    report: Report, *, cots: Mapping[str, str] | None = None, max_items: int = LISTED_ITEMS
 ) -> str:
     """The full report as one HTML document."""
     s = report.summary
