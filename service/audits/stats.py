@@ -43,18 +43,14 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-Z95 = 1.959963984540054
 
 
-def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval of k/n as fractions; None when n = 0."""
+def wilson_interval(k: int, n: int) -> tuple[float, float] | None:
+    """95% Wilson score interval of k/n as fractions; None when n = 0."""
     if n <= 0:
         return None
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    ci = _st.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +168,8 @@ def benjamini_hochberg(p_values: npt.ArrayLike) -> FloatArray:
     p = np.asarray(p_values, dtype=np.float64).reshape(-1)
     out = np.full(p.shape, np.nan)
     ok = np.isfinite(p)
-    m = int(ok.sum())
-    if m == 0:
-        return out
-    order = np.argsort(p[ok], kind="stable")
-    ranked = p[ok][order] * m / np.arange(1, m + 1)
-    q = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
-    adjusted = np.empty(m)
-    adjusted[order] = q
-    out[ok] = adjusted
+    if ok.any():
+        out[ok] = _st.false_discovery_control(p[ok], method="bh")
     return out
 
 
