@@ -90,18 +90,17 @@ def audit_command(
     try:
         table = prepare(load_records(records, from_requests=from_requests), source=str(records))
         report = run_audit(table, options)
-        markdown = audit_markdown(report)
         if json_out is not None:
             write_text(json_out, json.dumps(report, indent=2, allow_nan=False))
         if md is not None:
-            write_text(md, markdown)
+            write_text(md, audit_markdown(report))
         if html is not None:
             write_text(html, audit_html(report))
     except FaithJudgeError as exc:
         _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         raise typer.Exit(EXIT_UNEVALUABLE) from None
     if json_out is None and md is None and html is None:
-        typer.echo(markdown)
+        typer.echo(audit_markdown(report))
     else:
         _err.print(f"audit of {len(table.frame)} answer records written", highlight=False)
 

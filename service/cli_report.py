@@ -71,12 +71,11 @@ def report_command(
         items = _load(results, quote_rows=max_items)
         baseline = _load(compare) if compare is not None else None
         report = build_report(items, baseline=baseline, B=bootstrap, seed=seed)
-        markdown = report_markdown(report)
         if html is not None:
             cots = read_cots(requests) if requests is not None else None
             write_text(html, report_html(report, cots=cots, max_items=max_items))
         if md is not None:
-            write_text(md, markdown)
+            write_text(md, report_markdown(report))
         if json_out is not None:
             write_text(json_out, json.dumps(report_json(report), indent=2, allow_nan=False))
         if csv is not None:
@@ -84,7 +83,7 @@ def report_command(
     except FaithJudgeError as exc:
         raise _fail(exc) from None
     if html is None and md is None and json_out is None and csv is None:
-        typer.echo(markdown)
+        typer.echo(report_markdown(report))
     else:
         _err.print(f"report of {len(items)} result lines written", highlight=False)
 

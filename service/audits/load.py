@@ -49,20 +49,8 @@ CHUNK_LINES = 100_000
 _META_BOOL = ("laterality_dependent", "text_only_answerable")
 
 META_COLUMNS: tuple[str, ...] = tuple(ItemMeta.model_fields)
-COLUMNS: tuple[str, ...] = (
-    "line",
-    "model",
-    "item_id",
-    "condition",
-    "variant",
-    "raw_output",
-    "answer",
-    "gold",
-    "p_yes",
-    "question",
-    "rationale",
-    *META_COLUMNS,
-)
+_RECORD_FIELDS = tuple(f for f in AnswerRecord.model_fields if f != "metadata")
+COLUMNS: tuple[str, ...] = ("line", *_RECORD_FIELDS, *META_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +122,6 @@ class _FastRecord(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _DECODER = msgspec.json.Decoder(_FastRecord)
-_RECORD_FIELDS = tuple(f for f in AnswerRecord.model_fields if f != "metadata")
 
 
 def _decode_one(raw: bytes) -> _FastRecord | None:

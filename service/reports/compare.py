@@ -61,8 +61,7 @@ def compare_runs(
     # a pair counts for a statistic only where both runs could evaluate it
     b, c = np.where(both, b, np.nan), np.where(both, c, np.nan)
     ids, patterns = pattern_ids(np.hstack([b, c, c - b]))
-    rows_all = np.arange(len(shared))
-    estimates = bootstrap_means(ids[rows_all], patterns, B=B, rng=rng_for(seed, "compare"))
+    estimates = bootstrap_means(ids, patterns, B=B, rng=rng_for(seed, "compare"))
     k = len(columns)
     rows: list[dict[str, object]] = []
     for j, stat in enumerate(STATS):
