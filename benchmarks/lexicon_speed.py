@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    cpu = _pin_one_core()
+    core = _pin_one_core()
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         source = tmp / "requests.jsonl"
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "repeats": args.repeats,
         "mean_cot_chars": round(mean_chars, 1),
         "metrics_per_item": 3,
-        "pinned_cpu": cpu,
+        "pinned_cpu": core,
         "seconds_median": round(seconds, 4),
         "seconds_all": [round(t, 4) for t in times],
         "items_per_s": round(items_per_s, 1),
