@@ -33,6 +33,8 @@ class ItemGrid:
     gold: IntArray
     vocabulary: np.ndarray
     rows: pd.DataFrame
+    position: IntArray
+    """Row in ``items`` of each record key (-1 for keys with no original record)."""
 
     def answer(self, condition: str) -> IntArray:
         return self.codes.get(condition, np.full(len(self.items), ABSENT, dtype=np.int64))
@@ -45,14 +47,8 @@ class ItemGrid:
         """Any column of the ``condition`` records, aligned with ``items`` (None if absent)."""
         out = np.full(len(self.items), None, dtype=object)
         sel = self.rows["condition"].to_numpy() == condition
-        out[self._pos[self.rows["key"].to_numpy()[sel]]] = self.rows[name].to_numpy()[sel]
+        out[self.position[self.rows["key"].to_numpy()[sel]]] = self.rows[name].to_numpy()[sel]
         return out
-
-    @property
-    def _pos(self) -> IntArray:
-        pos = np.full(int(self.rows["key"].max()) + 1 if len(self.rows) else 0, -1, np.int64)
-        pos[self.items["key"].to_numpy()] = np.arange(len(self.items))
-        return pos
 
 
 def item_grid(rows: pd.DataFrame, conditions: frozenset[str] | set[str]) -> ItemGrid:
@@ -83,4 +79,5 @@ def item_grid(rows: pd.DataFrame, conditions: frozenset[str] | set[str]) -> Item
         gold=gold_code[is_orig].astype(np.int64),
         vocabulary=np.asarray(vocabulary, dtype=object),
         rows=rows,
+        position=pos,
     )
