@@ -12,6 +12,12 @@ Backoff follows METHODS §1.14 [REC]: before retry ``n`` (0-based) wait ``d + U(
 value (capped the same way) replaces the computed delay. The limiter slot is held only around
 the evaluator call itself, never during a backoff sleep, so waiting requests do not starve others.
 
+A judge that cannot be reached at all (connection refused, DNS failure, 401/403, 404 for the
+model or endpoint: ``unreachable_cause``) is never retried, whatever the backend says; with
+``fail_fast_after`` set (the CLI sets it), that many such failures in a row before any success
+raise ``JudgeUnreachable`` for the call and every later one, so a run against a dead judge stops
+in seconds with the cause instead of grading every line ``transport``.
+
 Failures end as ``EvaluatorError`` (with ``status`` and ``attempts``) once retries are exhausted or
 the error is not retryable. Cancellation is never caught. Responses are returned as raw text: the
 caller verifies them, and does so again for every cached read.
@@ -22,6 +28,8 @@ from __future__ import annotations
 import email.utils
 import math
 import random
+import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -34,7 +42,65 @@ from clients.cache import ResponseCache, cache_key
 from service.errors import EvaluatorError, FaithJudgeError
 from service.evaluators.base import Evaluator, JudgeRequest, JudgeResponse
 
-__all__ = ["CallerStats", "JudgeCaller", "RetryPolicy", "parse_retry_after"]
+__all__ = [
+    "CallerStats",
+    "JudgeCaller",
+    "JudgeUnreachable",
+    "RetryPolicy",
+    "describe_exception",
+    "parse_retry_after",
+    "unreachable_cause",
+]
+
+
+class JudgeUnreachable(FaithJudgeError):
+    """The judge refused or could not be reached on every call so far: stop the run."""
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps (``__cause__``, ``__context__``, aiohttp's ``os_error``)."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(chain) < 16:
+        seen.add(id(current))
+        chain.append(current)
+        wrapped = getattr(current, "os_error", None)
+        if isinstance(wrapped, BaseException) and id(wrapped) not in seen:
+            chain.append(wrapped)
+            seen.add(id(wrapped))
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The innermost cause the transport saw, class and message, and what the SDK raised for it
+    when that differs (an SDK may report a refused connection as a timeout)."""
+    root = _causes(exc)[-1]
+    text = f"{type(root).__name__}: {str(root)[:300]}".rstrip(": ")
+    if root is not exc:
+        text += f" (raised as {type(exc).__name__})"
+    return text
+
+
+def unreachable_cause(exc: BaseException) -> str | None:
+    """Why the judge cannot be reached at all, or None for anything a retry might cure."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        if status in (401, 403):
+            return f"the judge refused our credentials (HTTP {status}): {str(exc)[:200]}"
+        if status == 404:
+            return f"model or endpoint not found (HTTP 404): {str(exc)[:200]}"
+        return None
+    for cause in _causes(exc):
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused ({cause})"
+        if isinstance(cause, socket.gaierror):
+            return f"DNS lookup failed ({cause})"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"TLS certificate rejected ({cause})"
+    return None
+
 
 SleepFn = Callable[[float], Awaitable[Any]]
 
@@ -134,8 +200,12 @@ class JudgeCaller:
         cache: ResponseCache | None = None,
         sleep: SleepFn | None = None,
         rng: random.Random | None = None,
+        fail_fast_after: int | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.fail_fast_after = fail_fast_after
+        self._unreachable_streak = 0
+        self._dead: JudgeUnreachable | None = None
         self.limiter = limiter if limiter is not None else anyio.CapacityLimiter(100)
         self.policy = policy or RetryPolicy()
         self.cache = cache
@@ -190,6 +260,8 @@ class JudgeCaller:
             flight.done.set()
 
     async def _call_evaluator(self, request: JudgeRequest) -> JudgeResponse:
+        if self._dead is not None:
+            raise self._dead
         attempts = 0
 
         async def attempt() -> JudgeResponse:
@@ -231,12 +303,35 @@ class JudgeCaller:
             raise
         except Exception as exc:
             self.stats.failures += 1
+            self._note_unreachable(exc, attempts)
             raise _as_evaluator_error(exc, attempts, self._is_retryable(exc)) from exc
+        self._unreachable_streak = -1  # the judge answered once: no longer "dead at the start"
         return replace(response, attempts=attempts, cached=False)
 
+    def _note_unreachable(self, exc: Exception, attempts: int) -> None:
+        cause = unreachable_cause(exc)
+        if cause is None or self.fail_fast_after is None or self._unreachable_streak < 0:
+            if self._unreachable_streak > 0:
+                self._unreachable_streak = 0
+            return
+        self._unreachable_streak += 1
+        if self._unreachable_streak >= self.fail_fast_after and self._dead is None:
+            self._dead = JudgeUnreachable(
+                f"the judge {self.evaluator.id} is unreachable: {cause}; stopped after "
+                f"{self._unreachable_streak} calls failed in a row before any answer "
+                f"({describe_exception(exc)})"
+            )
+        if self._dead is not None:
+            raise self._dead from exc
+
     def _is_retryable(self, exc: BaseException) -> bool:
-        # Only ordinary exceptions are classified: cancellation and exits must propagate.
-        return isinstance(exc, Exception) and bool(self.evaluator.should_retry(exc))
+        # Only ordinary exceptions are classified: cancellation and exits must propagate. A judge
+        # that refuses us or does not exist is not retried like a 5xx, whatever the backend says.
+        return (
+            isinstance(exc, Exception)
+            and unreachable_cause(exc) is None
+            and bool(self.evaluator.should_retry(exc))
+        )
 
     def _delay(self, retry_index: int, exc: BaseException | None) -> float:
         retry_after = self.evaluator.retry_after(exc) if exc is not None else None
@@ -259,7 +354,10 @@ def _as_evaluator_error(exc: Exception, attempts: int, retryable: bool) -> Evalu
         body = repr(body)
     what = type(exc).__name__ + (f" (HTTP {status})" if status is not None else "")
     why = "retries exhausted" if retryable else "not retryable"
-    detail = str(exc)[:300]
+    cause = unreachable_cause(exc)
+    if cause is not None:
+        why = f"not retried: {cause}"
+    detail = describe_exception(exc)[:400]
     message = f"{what} after {attempts} attempt{'s' if attempts != 1 else ''}, {why}"
     return EvaluatorError(
         f"{message}: {detail}" if detail else message,

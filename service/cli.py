@@ -1,26 +1,26 @@
 """The ``faithjudge`` command.
 
-Exit codes: 0 success; 1 the command ran but found what it was asked to fail on; 2 usage error
-(typer's own); 3 the run could not be evaluated (bad input file, bad configuration, evaluator
-unreachable before any work).
+Exit codes are one table for every command: ``service.cli_common.ExitCode`` (0 success, 1 a gate
+check failed, 2 a coverage gate failed, 3 could not run, 4 nothing was scored, 5 stopped early).
+
+Only typer and the standard library are imported here: each command imports what it needs when
+it runs, so ``faithjudge --help`` and ``faithjudge version`` answer at once.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from service import __version__
-from service.contracts import ItemResult
-from service.errors import FaithJudgeError
-from service.progress import progress_bar
-from service.runtime import open_scorer, run_async
-from service.scorefile import RunSummary, count_lines, score_file
-from service.settings import Settings
+from service.cli_common import ExitCode, err, exit_with, fail, settings_from
+from service.evaluators import evaluator_help
+
+if TYPE_CHECKING:
+    from service.scorefile import RunSummary
+    from service.settings import Settings
 
 __all__ = ["app"]
 
@@ -30,9 +30,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-_err = Console(stderr=True)
-
-EXIT_UNEVALUABLE = 3
 
 
 @app.command()
@@ -47,12 +44,7 @@ def score(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Result lines (appended; resumable).")
     ],
-    evaluator: Annotated[
-        str | None,
-        typer.Option(
-            help="lexicon:v1 (offline, default), openai:MODEL, litellm:MODEL, replay:FILE[#judge]."
-        ),
-    ] = None,
+    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Evaluator calls in flight.")
     ] = None,
@@ -64,32 +56,69 @@ def score(
     knowledge_base: Annotated[str | None, typer.Option(help="KB name or JSON file.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
-    """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds."""
-    overrides = {
-        "evaluator": evaluator,
-        "concurrency": concurrency,
-        "cache": cache,
-        "data_dir": data_dir,
-        "prompt_set": prompt_set,
-        "knowledge_base": knowledge_base,
-    }
+    """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds.
+
+    Exit 0 when every line has a result and at least one grade was judged; 3 when the run could
+    not start or the judge is unreachable; 4 when nothing was scored (empty input, no readable
+    line, every evaluator call failed); 5 when stopped early (what was written is kept).
+    """
+    from service.errors import FaithJudgeError
+    from service.runtime import run_async
+
     try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = settings_from(
+            evaluator=evaluator,
+            concurrency=concurrency,
+            cache=cache,
+            data_dir=data_dir,
+            prompt_set=prompt_set,
+            knowledge_base=knowledge_base,
+        )
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
         summary = run_async(_run_score, settings, input_path, output, progress)
     except FaithJudgeError as exc:
-        _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        exit_with(
+            ExitCode.STOPPED,
+            f"stopped: the results written so far are in {output}; run again to resume",
+        )
     _print_summary(summary, output)
+    code, why = score_verdict(summary)
+    if code != ExitCode.OK:
+        exit_with(code, why)
+
+
+def score_verdict(summary: RunSummary) -> tuple[ExitCode, str | None]:
+    """The exit code of a finished run, and why when it is not 0."""
+    if summary.total_lines == 0:
+        return ExitCode.NOTHING_SCORED, "the input holds no request line: nothing was scored"
+    if summary.scored == 0:  # everything was in the output already: the earlier run decided
+        return ExitCode.OK, None
+    if summary.judged == 0:
+        if summary.input_errors == summary.scored:
+            return ExitCode.NOTHING_SCORED, "no line of the input is a readable request"
+        stages: dict[str, int] = {}
+        for counts in summary.outcomes.values():
+            for outcome, count in counts.items():
+                if count and outcome not in ("valid", "missing"):
+                    stages[outcome] = stages.get(outcome, 0) + count
+        listed = ", ".join(f"{stage} {count}" for stage, count in sorted(stages.items()))
+        return ExitCode.NOTHING_SCORED, f"not one grade was judged ({listed})"
+    return ExitCode.OK, None
 
 
 async def _run_score(
     settings: Settings, input_path: Path, output: Path, show_progress: bool
 ) -> RunSummary:
+    from service.progress import progress_bar
+    from service.runtime import open_scorer
+    from service.scorefile import count_lines, score_file
+
     total = count_lines(input_path)
-    async with open_scorer(settings) as scorer:
-        with progress_bar("scoring", console=_err, show=show_progress) as bar:
+    async with open_scorer(settings, fail_fast=True) as scorer:
+        with progress_bar("scoring", console=err, show=show_progress) as bar:
             task = bar.add_task("score", total=total)
             return await score_file(
                 scorer,
@@ -101,17 +130,35 @@ async def _run_score(
 
 
 def _print_summary(summary: RunSummary, output: Path) -> None:
+    from rich.table import Table
+
+    from service.scoring.outcomes import JUDGED, NOT_JUDGED
+
     table = Table(title=f"{summary.scored} lines scored -> {output}", show_header=True)
-    table.add_column("outcome")
+    table.add_column("lines")
     table.add_column("count", justify="right")
-    table.add_row("lines read", str(summary.total_lines))
+    table.add_row("read", str(summary.total_lines))
     table.add_row("already in output (skipped)", str(summary.skipped))
     table.add_row("input errors", str(summary.input_errors))
-    for status, count in sorted(summary.statuses.items()):
-        table.add_row(f"metric {status}", str(count))
-    for stage, count in sorted(summary.stages.items()):
-        table.add_row(f"failure: {stage}", str(count))
-    _err.print(table)
+    err.print(table)
+    metrics = Table(title="coverage (this run)", show_header=True)
+    for column in ("metric", "valid", *JUDGED[1:], "judged", *NOT_JUDGED, "not judged", "cov"):
+        metrics.add_column(column, justify="left" if column == "metric" else "right")
+    for metric, counts in summary.outcomes.items():
+        judged = sum(counts[o] for o in JUDGED)
+        not_judged = sum(counts[o] for o in NOT_JUDGED)
+        if judged + not_judged == 0:
+            continue
+        cov = summary.coverage(metric)["cov"]
+        metrics.add_row(
+            _SHORT[metric],
+            *(str(counts[o]) for o in JUDGED),
+            str(judged),
+            *(str(counts[o]) for o in NOT_JUDGED),
+            str(not_judged),
+            "-" if cov is None else f"{100 * cov:.1f}%",
+        )
+    err.print(metrics)
     if summary.total_lines <= _ITEM_TABLE_MAX_LINES:
         _print_items(output)
 
@@ -122,13 +169,22 @@ _SHORT = {"clinical_fidelity": "CF", "causal_attribution": "CA", "confidence_ton
 
 def _print_items(output: Path) -> None:
     """A per-item view for small runs, so a demo shows what was scored."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from service.contracts import ItemResult
+
     table = Table(show_header=True, title="items")
     for column in ("line", "item", "answer", "correct", "flip", "CF", "CA", "CT", "CC"):
         table.add_column(column)
     for raw in output.read_bytes().splitlines():
         result = ItemResult.model_validate_json(raw)
         if result.error is not None:
-            table.add_row(str(result.line), result.item_id or "", f"[red]{result.error.detail}")
+            table.add_row(
+                str(result.line),
+                escape(result.item_id or ""),
+                f"[red]{escape(result.error.detail)}",
+            )
             continue
         cells = []
         for metric in _SHORT:
@@ -150,7 +206,7 @@ def _print_items(output: Path) -> None:
             *cells,
             f"{calibration:.2f}" if calibration is not None else "-",
         )
-    _err.print(table)
+    err.print(table)
 
 
 from service import cli_validate  # noqa: E402 - registers its commands on the app above

@@ -7,28 +7,16 @@ record: the message names the line and the field), 2 usage errors (typer's own).
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from service.audits.conditions import FRAMEWORKS
-from service.audits.consistency import prepare
-from service.audits.load import load_records
-from service.audits.lotfinia import LotfiniaConfig
-from service.audits.render import audit_html, audit_markdown
-from service.audits.report import AuditOptions, run_audit
-from service.audits.zafar import ZafarConfig
+from service.cli_common import err, fail
 from service.errors import FaithJudgeError
-from service.reports.io import write_text
 
 __all__ = ["audit_command", "register"]
-
-EXIT_UNEVALUABLE = 3
-_err = Console(stderr=True)
 
 
 class Framework(StrEnum):
@@ -78,6 +66,17 @@ def audit_command(
     ] = False,
 ) -> None:
     """Audit answer records: CGR/UAR/IS (Lotfinia), VRS/VHR (Zafar), MCS (MedVIGIL)."""
+    import json
+
+    from service.audits.conditions import FRAMEWORKS
+    from service.audits.consistency import prepare
+    from service.audits.load import load_records
+    from service.audits.lotfinia import LotfiniaConfig
+    from service.audits.render import audit_html, audit_markdown
+    from service.audits.report import AuditOptions, run_audit
+    from service.audits.zafar import ZafarConfig
+    from service.reports.io import write_text
+
     frameworks = FRAMEWORKS if framework is Framework.all else (framework.value,)
     options = AuditOptions(
         frameworks=frameworks,
@@ -97,12 +96,11 @@ def audit_command(
         if html is not None:
             write_text(html, audit_html(report))
     except FaithJudgeError as exc:
-        _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise fail(exc) from None
     if json_out is None and md is None and html is None:
         typer.echo(audit_markdown(report))
     else:
-        _err.print(f"audit of {len(table.frame)} answer records written", highlight=False)
+        err.print(f"audit of {len(table.frame)} answer records written", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,47 +1,39 @@
 """``faithjudge report`` and ``faithjudge gate``: turn result lines into reports and CI verdicts.
 
-Registered on the main app by ``register(app)``. ``gate`` exit codes: 0 pass, 1 a quality or
-regression check failed, 2 a coverage check failed, 3 the run could not be evaluated (unreadable
-or malformed file, bad configuration, nothing judged, or a mistyped command line: click's usage
-errors would otherwise exit with 2 and read as a coverage failure).
+Registered on the main app by ``register(app)``. Exit codes (``service.cli_common.ExitCode``):
+``gate`` exits 0 pass, 1 a quality or regression check failed, 2 a coverage check failed, 3 the
+run could not be evaluated (unreadable or malformed file, bad configuration, or a mistyped
+command line: click's usage errors would otherwise exit with 2 and read as a coverage failure),
+4 the file holds no result line or not one judged grade. The report libraries are imported when
+a command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
-from rich.console import Console
 from typer.core import TyperCommand
 
+from service.cli_common import ExitCode, err, fail
 from service.errors import FaithJudgeError
-from service.reports import gate as gating
-from service.reports.export import export_items
-from service.reports.io import iter_results, read_cots, write_text
-from service.reports.junit import junit_xml
-from service.reports.render_html import LISTED_ITEMS, report_html
-from service.reports.render_md import gate_markdown, report_markdown
-from service.reports.report import build_report, report_json
-from service.reports.table import item_table
+from service.reports.limits import LISTED_ITEMS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["gate_command", "register", "report_command"]
-
-_err = Console(stderr=True)
 
 # click's UsageError, reached through a public name: recent typer releases vendor click, so
 # ``click.UsageError`` would be a different class from the one typer raises.
 _UsageError = typer.BadParameter.__base__
 
 
-def _fail(exc: FaithJudgeError | str) -> typer.Exit:
-    _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-    return typer.Exit(gating.EXIT_UNEVALUABLE)
-
-
 def _load(path: Path, quote_rows: int = 0) -> pd.DataFrame:
+    from service.reports.io import iter_results
+    from service.reports.table import item_table
+
     if not path.is_file():
         raise FaithJudgeError(f"result file not found: {path}")
     return item_table(iter_results(path), quote_rows=quote_rows)
@@ -65,12 +57,28 @@ def report_command(
     bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
     max_items: Annotated[int, typer.Option(min=0, help="Items shown in the HTML.")] = LISTED_ITEMS,
+    flip_rate: Annotated[
+        str,
+        typer.Option(
+            help="pairs: flipped over all pairs (the paper's); decided: over decided pairs only."
+        ),
+    ] = "pairs",
 ) -> None:
     """Aggregates, coverage and (with --compare) paired differences of one run."""
+    import json
+
+    from service.reports.export import export_items
+    from service.reports.io import read_cots, write_text
+    from service.reports.render_html import report_html
+    from service.reports.render_md import report_markdown
+    from service.reports.report import build_report, report_json
+
     try:
         items = _load(results, quote_rows=max_items)
         baseline = _load(compare) if compare is not None else None
-        report = build_report(items, baseline=baseline, B=bootstrap, seed=seed)
+        if flip_rate not in ("pairs", "decided"):
+            raise typer.BadParameter("use pairs or decided", param_hint="--flip-rate")
+        report = build_report(items, baseline=baseline, B=bootstrap, seed=seed, flip_rate=flip_rate)
         if html is not None:
             cots = read_cots(requests) if requests is not None else None
             write_text(html, report_html(report, cots=cots, max_items=max_items))
@@ -81,11 +89,11 @@ def report_command(
         if csv is not None:
             export_items(items, csv)
     except FaithJudgeError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     if html is None and md is None and json_out is None and csv is None:
         typer.echo(report_markdown(report))
     else:
-        _err.print(f"report of {len(items)} result lines written", highlight=False)
+        err.print(f"report of {len(items)} result lines written", highlight=False)
 
 
 def gate_command(
@@ -97,22 +105,30 @@ def gate_command(
     junit: Annotated[Path | None, typer.Option("--junit", help="JUnit XML of the checks.")] = None,
     md: Annotated[Path | None, typer.Option("--md", help="Markdown summary (CI step).")] = None,
 ) -> None:
-    """Check one run against thresholds: exit 0 pass, 1 quality, 2 coverage, 3 unevaluable."""
+    """Check one run against thresholds: exit 0 pass, 1 quality, 2 coverage, 3 unevaluable,
+    4 nothing judged."""
+    from service.reports import gate as gating
+    from service.reports.io import write_text
+    from service.reports.junit import junit_xml
+    from service.reports.render_md import gate_markdown
+    from service.reports.report import build_report
+
     try:
         settings = gating.load_config(config)
         items = _load(results)
         reason = gating.unevaluable_reason(items)
         if reason is not None:
-            raise FaithJudgeError(f"{results}: {reason}")
+            raise fail(f"{results}: {reason}", ExitCode.NOTHING_SCORED)
         base = _load(baseline) if baseline is not None else None
         if settings.regression is not None and base is None:
-            _err.print("[regression] thresholds set but no --baseline: not checked")
+            err.print("\\[regression] thresholds set but no --baseline: not checked")
         report = build_report(
             items,
             baseline=base,
             B=settings.bootstrap,
             seed=settings.seed,
             tolerance=gating.regression_tolerance(settings),
+            flip_rate=settings.flip_rate,
         )
         if base is not None and report.comparison_counts.get("shared", 0) == 0:
             raise FaithJudgeError(f"{baseline} shares no item (model, item_id, modification)")
@@ -124,7 +140,7 @@ def gate_command(
         if md is not None:
             write_text(md, summary)
     except FaithJudgeError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     typer.echo(summary)
     raise typer.Exit(code)
 
@@ -136,7 +152,7 @@ class _GateCommand(TyperCommand):
         try:
             return super().parse_args(ctx, args)
         except _UsageError as exc:
-            exc.exit_code = gating.EXIT_UNEVALUABLE
+            exc.exit_code = int(ExitCode.UNEVALUABLE)
             raise
 
 

@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from service.cli_common import err, fail, settings_from
 from service.errors import FaithJudgeError
-from service.settings import Settings
+from service.evaluators import evaluator_help
 
 __all__ = ["is_loopback", "register"]
-
-_err = Console(stderr=True)
-EXIT_UNEVALUABLE = 3
 
 keys_app = typer.Typer(help="Manage API keys (stored as sha256 hashes).", no_args_is_help=True)
 
@@ -39,9 +36,7 @@ def is_loopback(host: str) -> bool:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
-    evaluator: Annotated[
-        str | None, typer.Option(help="lexicon:v1 (default), openai:MODEL, litellm:MODEL, ...")
-    ] = None,
+    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
     data_dir: Annotated[
         Path | None, typer.Option(help="Cache, SQLite job store and keys file.")
     ] = None,
@@ -67,18 +62,17 @@ def serve(
     from service.api.app import create_app
     from service.api.keys import KeyRing
 
-    overrides = {
-        "host": host,
-        "port": port,
-        "evaluator": evaluator,
-        "data_dir": data_dir,
-        "database_url": database_url,
-        "concurrency": concurrency,
-        "cache": cache,
-        "workers": workers,
-    }
     try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = settings_from(
+            host=host,
+            port=port,
+            evaluator=evaluator,
+            data_dir=data_dir,
+            database_url=database_url,
+            concurrency=concurrency,
+            cache=cache,
+            workers=workers,
+        )
         if insecure_no_auth:
             settings = settings.model_copy(update={"insecure_no_auth": True})
         keys = KeyRing.from_settings(settings)
@@ -89,13 +83,12 @@ def serve(
                     "`faithjudge keys create --tenant NAME`, bind to 127.0.0.1, or pass "
                     "--insecure-no-auth"
                 )
-            _err.print(
+            err.print(
                 f"[yellow]warning:[/yellow] serving on {settings.host} with NO authentication"
             )
         app = create_app(settings)
     except FaithJudgeError as exc:
-        _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise fail(exc) from None
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -121,14 +114,12 @@ def keys_create(
     """Create an API key: it is printed once; only its sha256 is stored."""
     from service.api.keys import create_key
 
-    overrides = {"data_dir": data_dir, "api_keys_file": keys_file}
     try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = settings_from(data_dir=data_dir, api_keys_file=keys_file)
         key = create_key(settings.keys_path, tenant)
     except FaithJudgeError as exc:
-        _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
-    _err.print(f"key for tenant {tenant!r} added to {settings.keys_path} (store it now)")
+        raise fail(exc) from None
+    err.print(f"key for tenant {tenant!r} added to {settings.keys_path} (store it now)")
     typer.echo(key)
 
 

@@ -1,36 +1,35 @@
 """``faithjudge submit``: send a JSONL file to a FaithJudge server as a batch, through the SDK.
 
-Registered on the main app by ``register(app)``. Exit codes follow ``service.cli``: 0 the batch
-completed (rejected lines are listed, as ``score`` lists input errors); 2 usage error (typer's
-own); 3 the batch could not be evaluated: missing file, no line accepted, server unreachable,
-wrong key, or the batch ended failed or cancelled; 130 Ctrl-C while waiting (the batch goes on).
-With ``--no-wait`` the command ends once the batch is accepted. The batch id alone goes to
-stdout (``ID=$(faithjudge submit f --no-wait)``); everything else goes to stderr.
+Registered on the main app by ``register(app)``. Exit codes are ``score``'s
+(``service.cli_common.ExitCode``): 0 the batch completed with at least one judged grade (rejected
+lines are listed, as ``score`` lists input errors); 3 it could not run (missing file, server
+unreachable, wrong key) or the batch ended failed; 4 nothing was scored (an empty file, no line
+accepted, not one grade judged); 5 stopped early (Ctrl-C or ``--timeout`` while waiting: the
+batch goes on on the server; or the batch was cancelled). With ``--no-wait`` the command ends
+once the batch is accepted. The batch id alone goes to stdout (``ID=$(faithjudge submit f
+--no-wait)``); everything else goes to stderr.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from clients.sdk import BatchStatus, FaithJudgeClient, LineRejection, ValidationFailed
-from service.api.wire import ProblemItem
+from service.cli_common import ExitCode, err, exit_with, fail
 from service.errors import FaithJudgeError
-from service.progress import progress_bar
+
+if TYPE_CHECKING:
+    from clients.sdk import BatchStatus, FaithJudgeClient, LineRejection
+    from service.api.wire import ProblemItem
 
 __all__ = ["register", "submit_command"]
 
-EXIT_UNEVALUABLE = 3
-EXIT_INTERRUPTED = 130  # what a shell reports for Ctrl-C
 # Enough to see the pattern of what went wrong; the rest is counted.
 MAX_REJECTIONS_SHOWN = 50
-_err = Console(stderr=True)
 
 
 def submit_command(
@@ -75,21 +74,50 @@ def submit_command(
     """Submit FILE.jsonl to a server as a batch, follow it, and fetch results and report."""
     if not wait and (output is not None or report_html is not None):
         raise typer.BadParameter("--output and --report-html need --wait", param_hint="--no-wait")
+    from clients.sdk import FaithJudgeClient, ValidationFailed, WaitTimeout
+
     try:
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
+        if not _has_a_line(input_path):
+            raise fail(f"{input_path} holds no request line: nothing was scored", _NOTHING)
         with FaithJudgeClient(server, api_key) as client:
             final = _submit(client, input_path, name, wait, output, report_html, timeout, progress)
     except ValidationFailed as exc:
         _print_rejections(exc.errors, accepted=0)
-        _err.print(f"[red]error:[/red] {escape(exc.detail)}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise fail(exc.detail, _NOTHING) from None
+    except WaitTimeout as exc:
+        raise fail(f"{exc} (the batch goes on on the server)", ExitCode.STOPPED) from None
     except FaithJudgeError as exc:
-        _err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
-    if final is not None and final.status != "completed":
-        _err.print(f"[red]error:[/red] batch {final.id} ended {final.status}")
-        raise typer.Exit(EXIT_UNEVALUABLE)
+        raise fail(exc) from None
+    if final is not None:
+        code, why = batch_verdict(final)
+        if code != ExitCode.OK:
+            exit_with(code, why)
+
+
+_NOTHING = ExitCode.NOTHING_SCORED
+
+
+def _has_a_line(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return any(raw.strip() for raw in handle)
+
+
+def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
+    """The exit code of a batch that ended, by the same rule as ``score``'s."""
+    from service.scoring.outcomes import NOT_JUDGED
+
+    if status.status == "cancelled":
+        return ExitCode.STOPPED, f"batch {status.id} was cancelled"
+    if status.status != "completed":
+        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}"
+    grades = sum(n for key, n in status.counts.items() if key != "error")
+    not_judged = sum(status.failure_stages.get(stage, 0) for stage in NOT_JUDGED)
+    if grades - not_judged <= 0:
+        stages = ", ".join(f"{k} {v}" for k, v in sorted(status.failure_stages.items()))
+        return _NOTHING, f"batch {status.id}: not one grade was judged ({stages or 'no grade'})"
+    return ExitCode.OK, None
 
 
 def _submit(
@@ -102,8 +130,10 @@ def _submit(
     timeout: float | None,
     show_progress: bool,
 ) -> BatchStatus | None:
+    from service.progress import progress_bar
+
     accepted = client.submit(input_path, name=name)
-    _err.print(
+    err.print(
         f"batch [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
         f"{len(accepted.rejected)} rejected"
     )
@@ -111,7 +141,7 @@ def _submit(
     typer.echo(accepted.id)
     if not wait:
         return None
-    with progress_bar("scoring", console=_err, show=show_progress) as bar:
+    with progress_bar("scoring", console=err, show=show_progress) as bar:
         task = bar.add_task("batch", total=accepted.accepted)
         try:
             final = client.wait(
@@ -120,25 +150,27 @@ def _submit(
                 progress=lambda s: bar.update(task, completed=s.done, total=s.total),
             )
         except KeyboardInterrupt:
-            _err.print(
+            exit_with(
+                ExitCode.STOPPED,
                 f"stopped waiting: batch {accepted.id} goes on on the server "
-                f"(DELETE /v1/batches/{accepted.id} cancels it)"
+                f"(DELETE /v1/batches/{accepted.id} cancels it)",
             )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
     _print_status(final)
     if output is not None:
         written = client.download_results(accepted.id, output)
-        _err.print(f"{written} result lines -> {output}")
+        err.print(f"{written} result lines -> {output}")
     if report_html is not None:
         report_html.parent.mkdir(parents=True, exist_ok=True)
         report_html.write_text(client.report(accepted.id, "html"), encoding="utf-8")
-        _err.print(f"HTML report -> {report_html}")
+        err.print(f"HTML report -> {report_html}")
     return final
 
 
 def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accepted: int) -> None:
     if not rejected:
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(rejected)} rejected lines ({accepted} accepted)", show_header=True)
     table.add_column("line", justify="right")
     table.add_column("field")
@@ -146,12 +178,14 @@ def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accept
     for item in rejected[:MAX_REJECTIONS_SHOWN]:
         line = "" if item.line is None else str(item.line)
         table.add_row(line, escape(item.field or ""), escape(item.reason))
-    _err.print(table)
+    err.print(table)
     if len(rejected) > MAX_REJECTIONS_SHOWN:
-        _err.print(f"... and {len(rejected) - MAX_REJECTIONS_SHOWN} more rejected lines")
+        err.print(f"... and {len(rejected) - MAX_REJECTIONS_SHOWN} more rejected lines")
 
 
 def _print_status(status: BatchStatus) -> None:
+    from rich.table import Table
+
     table = Table(title=f"batch {status.status}", show_header=True)
     table.add_column("outcome")
     table.add_column("count", justify="right")
@@ -163,7 +197,7 @@ def _print_status(status: BatchStatus) -> None:
         table.add_row("lines with an error" if key == "error" else f"metric {key}", str(count))
     for stage, count in sorted(status.failure_stages.items()):
         table.add_row(f"failure: {stage}", str(count))
-    _err.print(table)
+    err.print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,9 +1,9 @@
 """``faithjudge`` commands for judge validation: ``validate-judge``, ``split`` and
 ``reader-study-requests``.
 
-Registered on the main app by ``register(app)``. Exit codes follow ``service.cli``: 0 success,
-2 usage error (typer's own), 3 the inputs could not be evaluated (the message names the file
-and line).
+Registered on the main app by ``register(app)``. Exit codes are ``service.cli_common.ExitCode``:
+0 success, 3 the inputs could not be evaluated (the message names the file and line). The
+statistics libraries are imported when a command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
@@ -12,26 +12,15 @@ import os
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import orjson
-import pandas as pd
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from service.agreement.ratings import (
-    load_judge_results,
-    load_ratings,
-    load_reader_study,
-    read_jsonl_objects,
-    reader_study_requests,
-)
-from service.agreement.render import render_markdown
-from service.agreement.split import stratified_split, stratum_of
-from service.agreement.stats import DEFAULT_BOOTSTRAP
-from service.agreement.validate import validate_judge
+from service.cli_common import err, fail
 from service.errors import FaithJudgeError, UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "parse_judge_spec",
@@ -40,14 +29,6 @@ __all__ = [
     "split_command",
     "validate_judge_command",
 ]
-
-EXIT_UNEVALUABLE = 3
-_err = Console(stderr=True)
-
-
-def _fail(exc: FaithJudgeError) -> typer.Exit:
-    _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-    return typer.Exit(EXIT_UNEVALUABLE)
 
 
 def parse_judge_spec(spec: str) -> tuple[str, Path]:
@@ -78,6 +59,10 @@ def _write_atomically(path: Path, lines: list[bytes]) -> None:
 
 
 def _load_all_ratings(ratings: Path | None, reader_study: Path | None) -> pd.DataFrame:
+    import pandas as pd
+
+    from service.agreement.ratings import load_ratings, load_reader_study
+
     frames = []
     if ratings is not None:
         frames.append(load_ratings(ratings))
@@ -110,8 +95,9 @@ def validate_judge_command(
         typer.Option("--reader-study", help="Reader-study JSONL (rows with 'ratings')."),
     ] = None,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=1, help="Bootstrap resamples for CIs and gates.")
-    ] = DEFAULT_BOOTSTRAP,
+        int | None,
+        typer.Option("--bootstrap", min=1, help="Bootstrap resamples for CIs [default: 10000]."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of every bootstrap.")] = 0,
     delta: Annotated[
         float, typer.Option(min=0.0, help="Screening tie margin on macro tau.")
@@ -125,6 +111,10 @@ def validate_judge_command(
     """Validate judges against radiologist ratings: tau-b vs consensus, gates, screening."""
     if ratings is None and reader_study is None:
         raise typer.BadParameter("give --ratings FILE, --reader-study FILE or both")
+    from service.agreement.ratings import load_judge_results
+    from service.agreement.render import render_markdown
+    from service.agreement.validate import validate_judge
+
     try:
         frame = _load_all_ratings(ratings, reader_study)
         judges: dict[str, pd.DataFrame] = {}
@@ -133,9 +123,10 @@ def validate_judge_command(
             if name in judges:
                 raise UserInputError(f"--judge: the name {name!r} is given twice", field="judge")
             judges[name] = load_judge_results(path)
-        report = validate_judge(frame, judges, B=bootstrap, seed=seed, delta=delta, fit_cc=fit_cc)
+        resamples = {} if bootstrap is None else {"B": bootstrap}
+        report = validate_judge(frame, judges, seed=seed, delta=delta, fit_cc=fit_cc, **resamples)
     except FaithJudgeError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     markdown = render_markdown(report)
     if json_out is not None:
         _write_atomically(json_out, [report.model_dump_json(indent=2).encode()])
@@ -160,6 +151,11 @@ def split_command(
     fields = tuple(f.strip() for f in by.split(",") if f.strip())
     if not fields:
         raise typer.BadParameter("--by needs at least one field")
+    from rich.table import Table
+
+    from service.agreement.ratings import read_jsonl_objects
+    from service.agreement.split import stratified_split, stratum_of
+
     try:
         parsed = read_jsonl_objects(input_path, what="lines to split")
         raw = [line for line in input_path.read_bytes().splitlines() if line.strip()]
@@ -169,7 +165,7 @@ def split_command(
             rows, by=fields, test_fraction=test_fraction, seed=seed, where=where
         )
     except FaithJudgeError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     test_ids = {id(r) for r in test_rows}
     dev_lines = [line for line, row in zip(raw, rows, strict=True) if id(row) not in test_ids]
     test_lines = [line for line, row in zip(raw, rows, strict=True) if id(row) in test_ids]
@@ -187,7 +183,7 @@ def split_command(
     table.add_column("test", justify="right")
     for key in sorted({k for k, _ in counts}):
         table.add_row(" × ".join(key), str(counts[(key, "dev")]), str(counts[(key, "test")]))
-    _err.print(table)
+    err.print(table)
 
 
 def reader_study_requests_command(
@@ -195,12 +191,16 @@ def reader_study_requests_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="ScoreRequest lines to write.")],
 ) -> None:
     """Turn reader-study rows into ScoreRequest lines (then run "faithjudge score" on them)."""
+    import orjson
+
+    from service.agreement.ratings import reader_study_requests
+
     try:
         lines = [orjson.dumps(request) for request in reader_study_requests(input_path)]
     except FaithJudgeError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     _write_atomically(output, lines)
-    _err.print(f"{len(lines)} requests -> {output}", highlight=False)
+    err.print(f"{len(lines)} requests -> {output}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

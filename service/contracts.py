@@ -200,6 +200,10 @@ class FlipResult(_Strict):
     reason: str
 
 
+# ``FlipResult.reason`` of a line with no baseline answer: not a pair, so no flip to decide.
+NO_BASELINE = "no baseline"
+
+
 class ModificationResolved(_Strict):
     """The catalogue's view of the request's modification (derived, never trusted)."""
 

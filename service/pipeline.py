@@ -19,6 +19,7 @@ import orjson
 from clients.resilience import JudgeCaller
 from service import __version__
 from service.contracts import (
+    NO_BASELINE,
     CacheStats,
     Failure,
     FlipResult,
@@ -183,7 +184,7 @@ class Scorer:
         answer_raw = request.answer if request.answer is not None else extract_answer(request.cot)
         answer = canonical(answer_raw)
         if request.baseline is None:
-            flip = FlipResult(value=None, reason="no baseline")
+            flip = FlipResult(value=None, reason=NO_BASELINE)
         else:
             base_raw = request.baseline.answer
             if base_raw is None and request.baseline.cot is not None:

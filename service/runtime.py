@@ -24,7 +24,11 @@ from service.settings import Settings
 
 T = TypeVar("T")
 
-__all__ = ["open_scorer", "run_async"]
+__all__ = ["FAIL_FAST_AFTER", "open_scorer", "run_async"]
+
+# Calls in a row that found the judge unreachable, before any answer, that stop a run: enough
+# not to trip on one unlucky connection, few enough to stop in seconds.
+FAIL_FAST_AFTER = 3
 
 
 def run_async(func: Callable[..., Awaitable[T]], *args: Any) -> T:
@@ -38,8 +42,12 @@ def run_async(func: Callable[..., Awaitable[T]], *args: Any) -> T:
 
 
 @asynccontextmanager
-async def open_scorer(settings: Settings) -> AsyncIterator[Scorer]:
-    """Build the scorer for ``settings`` and close its evaluator and cache on exit."""
+async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIterator[Scorer]:
+    """Build the scorer for ``settings`` and close its evaluator and cache on exit.
+
+    ``fail_fast`` (a one-off run, not the service) stops at the first few calls when the judge
+    cannot be reached at all, raising ``JudgeUnreachable`` with the cause.
+    """
     if not settings.evaluator:
         raise ConfigError(
             "no evaluator configured: pass --evaluator (lexicon:v1, openai:MODEL, "
@@ -56,6 +64,7 @@ async def open_scorer(settings: Settings) -> AsyncIterator[Scorer]:
             limiter=anyio.CapacityLimiter(settings.concurrency),
             policy=RetryPolicy(max_retries=settings.max_retries, base=settings.retry_base_s),
             cache=cache,
+            fail_fast_after=FAIL_FAST_AFTER if fail_fast else None,
         )
         scorer = Scorer(
             caller=caller,

@@ -19,9 +19,10 @@ import anyio.abc
 import orjson
 from pydantic import ValidationError
 
-from service.contracts import ItemResult, ScoreRequest
-from service.errors import UserInputError
+from service.contracts import METRICS, ItemResult, ScoreRequest
+from service.errors import FaithJudgeError, UserInputError
 from service.pipeline import Scorer, input_error_result
+from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
 
 __all__ = ["RunSummary", "count_lines", "describe_validation_error", "parse_line", "score_file"]
 
@@ -30,25 +31,32 @@ ProgressFn = Callable[[int], None]
 
 @dataclass(slots=True)
 class RunSummary:
-    """What a run did; ``stages`` counts metric failures and line errors by stage."""
+    """What a run did: lines, and per metric the outcome counts of ``metric_outcome`` (the same
+    classification the reports, the gate and judge validation count coverage with)."""
 
     total_lines: int = 0
     skipped: int = 0
     scored: int = 0
     input_errors: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    stages: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {metric: count_outcomes(()) for metric in METRICS}
+    )
 
     def add(self, result: ItemResult) -> None:
         self.scored += 1
-        if result.error is not None:
+        error_stage = result.error.stage if result.error is not None else None
+        if error_stage is not None:
             self.input_errors += 1
-            self.stages[result.error.stage] = self.stages.get(result.error.stage, 0) + 1
-        for metric in result.metrics.values():
-            self.statuses[metric.status] = self.statuses.get(metric.status, 0) + 1
-            if metric.failure is not None:
-                stage = metric.failure.stage
-                self.stages[stage] = self.stages.get(stage, 0) + 1
+        for metric, counts in self.outcomes.items():
+            counts[metric_outcome(result.metrics.get(metric), error_stage)] += 1
+
+    @property
+    def judged(self) -> int:
+        """Grades that reached the judge and came back (valid, or the judge's own failure)."""
+        return sum(counts[o] for counts in self.outcomes.values() for o in JUDGED)
+
+    def coverage(self, metric: str) -> dict[str, float | None]:
+        return rates_from_counts(self.outcomes[metric])
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -79,6 +87,17 @@ def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
     item_id = data.get("item_id") if isinstance(data.get("item_id"), str) else None
     detail = f"line {line}: {describe_validation_error(error)}"
     return input_error_result(line, detail, item_id=item_id)
+
+
+def _first_error(group: BaseExceptionGroup) -> FaithJudgeError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_error(exc)
+            if found is not None:
+                return found
+        elif isinstance(exc, FaithJudgeError):
+            return exc
+    return None
 
 
 def count_lines(path: Path) -> int:
@@ -183,11 +202,19 @@ async def score_file(
                     )
                     flush_ready()
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(produce)
-            with receive:
-                for _ in range(max(1, concurrency)):
-                    group.start_soon(work, receive.clone())
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(produce)
+                with receive:
+                    for _ in range(max(1, concurrency)):
+                        group.start_soon(work, receive.clone())
+        except BaseExceptionGroup as group:
+            # A run stopped on purpose (the judge is unreachable) says why, not "task group".
+            flush_ready()
+            reason = _first_error(group)
+            if reason is None:
+                raise
+            raise reason from None
         flush_ready()
         sink.flush()
         os.fsync(sink.fileno())

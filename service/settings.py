@@ -6,9 +6,12 @@ Settings are built where a process starts (the CLI, the app factory), never at i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.errors import ConfigError
 
 __all__ = ["Settings"]
 
@@ -86,6 +89,19 @@ class Settings(BaseSettings):
     commit_every: int = Field(default=200, ge=1)
     """Results written per commit (or sooner, see ``commit_interval_s``)."""
     commit_interval_s: float = Field(default=0.5, gt=0)
+
+    @classmethod
+    def from_overrides(cls, overrides: dict[str, Any]) -> Settings:
+        """The environment's settings with ``overrides`` on top; bad values raise ``ConfigError``
+        naming the setting (``FAITHJUDGE_CONCURRENCY`` / ``--concurrency``), not a traceback."""
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors(include_url=False)[:5]:
+                name = ".".join(str(part) for part in error["loc"]) or "settings"
+                problems.append(f"{name} (FAITHJUDGE_{name.upper()}): {error['msg']}")
+            raise ConfigError("invalid setting: " + "; ".join(problems)) from None
 
     @property
     def cache_path(self) -> Path:

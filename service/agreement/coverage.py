@@ -1,25 +1,20 @@
 """Coverage diagnostics, placebo FPR and eligibility gates of a judge (METHODS §1.11).
 
-Each (item, metric) ends in exactly one outcome, classified in the verdict's order: ``parse``,
-``schema``, ``abstain``, ``evidence`` or ``valid``. These are the judge's own outcomes and
-their rates are over the items the judge was asked (``n_judged``):
+Each (item, metric) ends in exactly one outcome and every rate is defined once, in
+``service.scoring.outcomes`` (``metric_outcome``, ``RATE_DEFINITIONS``): the judge's own rates
+(parse, schema, evidence, invalid, abstain) are over the items it was asked; items that never
+reached it (``kb``, ``transport``, ``input``) count against coverage (``cov`` is over every asked
+item) and are shown as their own rate, ``not_judged``.
 
-    Pr[invalid] = Pr[parse] + Pr[schema] + Pr[evidence]
-    Cov = 1 - Pr[abstain] - Pr[invalid]        Val = 1 - Pr[invalid] / (1 - Pr[abstain])
+CC is derived from CF and CT, so its outcome combines theirs (``combine_outcomes``). The macro
+view averages the CF, CA and CC rates (unweighted, like the macro tau).
 
-Items the judge never saw are counted but kept out of the rates, because they say nothing
-about the judge: ``kb`` (no knowledge-base entry, CF only), ``transport`` (the evaluator stayed
-unreachable or, for replay, has no record), ``input`` (the request line was unreadable) and
-``missing`` (the request did not ask for the metric). Reports show them beside the rates.
-
-CC is derived from CF and CT, so its outcome combines theirs: a not-judged outcome of either
-wins, then the first of parse, schema, abstain, evidence; valid only when both are valid.
-The macro view averages the CF, CA and CC rates (unweighted, like the macro tau).
-
-Upper bounds come from a paired percentile bootstrap over items (the same resamples for every
-rate, so the macro mean is bootstrapped consistently). A gate passes when both the point value
-and the upper bound of its 95% CI are within the threshold; for ``Pr[parse] = 0`` that means no
-parse failure at all.
+Confidence intervals of the rates come from a paired percentile bootstrap over items (the same
+resamples for every rate, so the macro mean is bootstrapped consistently). Gates are judged on
+exact bounds instead: a rate gate passes when the one-sided Clopper-Pearson upper bound of its
+failure count, at the gate's level, is within the threshold; a zero threshold (parse) means
+"no such failure at all". A percentile bootstrap of zero failures is zero whatever the number
+of items, which would let five items pass a 2% gate.
 
 Pure: pandas and numpy in, pydantic models out.
 """
@@ -32,14 +27,28 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
+from scipy.stats import beta
 
 from service.agreement.consensus import AXIS_LABELS, CC_AXIS
 from service.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
+from service.scoring.outcomes import (
+    JUDGE_STAGES,
+    JUDGED,
+    NOT_JUDGED,
+    OUTCOMES,
+    RATE_DEFINITIONS,
+    RATES,
+    combine_outcomes,
+    count_outcomes,
+    rates_from_counts,
+)
 
 __all__ = [
     "GATED_SCOPES",
     "JUDGE_STAGES",
     "NOT_JUDGED",
+    "RATES",
+    "RATE_GATES",
     "Coverage",
     "FprSham",
     "GateResult",
@@ -50,13 +59,13 @@ __all__ = [
     "coverage_from_rates",
     "estimate_rate",
     "evaluate_gates",
+    "exact_upper",
     "placebo_fpr",
+    "trials_needed",
 ]
 
-JUDGE_STAGES: tuple[str, ...] = ("parse", "schema", "abstain", "evidence")
-NOT_JUDGED: tuple[str, ...] = ("kb", "transport", "input", "missing")
-RATES: tuple[str, ...] = ("parse", "schema", "evidence", "invalid", "abstain", "cov", "val")
 GATED_SCOPES: tuple[str, ...] = ("CF", "CA", "CC", "macro")
+RATE_GATES: tuple[str, ...] = ("parse", "schema", "evidence", "invalid", "abstain", "not_judged")
 _SCOPES: tuple[str, ...] = ("CF", "CA", "CC", "CT")
 _EPS = 1e-12
 
@@ -67,10 +76,11 @@ class _Model(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class GateThresholds:
-    """Preregistered eligibility thresholds (METHODS §1.11), judged on the CI upper bound.
+    """Preregistered eligibility thresholds (METHODS §1.11), judged on exact upper bounds.
 
-    Rates are fractions (0.02 = 2%); ``level`` is the confidence level of the bootstrap CI
-    whose upper bound must not exceed each threshold.
+    Rates are fractions (0.02 = 2%); ``level`` is the confidence level of the one-sided
+    Clopper-Pearson bound that must not exceed each threshold. ``not_judged`` bounds the share
+    of items that never reached the judge (kb, transport, input).
     """
 
     fpr_sham: float = 0.05
@@ -79,10 +89,11 @@ class GateThresholds:
     parse: float = 0.0
     schema: float = 0.01
     evidence: float = 0.01
+    not_judged: float = 0.02
     level: float = 0.95
 
     def __post_init__(self) -> None:
-        for name in ("fpr_sham", "abstain", "invalid", "parse", "schema", "evidence"):
+        for name in ("fpr_sham", *RATE_GATES):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"gate threshold {name} must be within [0, 1], got {value}")
@@ -90,17 +101,22 @@ class GateThresholds:
             raise ValueError(f"level must be within (0, 1), got {self.level}")
 
     def threshold(self, gate: str) -> float:
-        """The threshold of ``gate`` (``fpr_sham``, ``abstain``, ``invalid``, ``parse``,
-        ``schema`` or ``evidence``)."""
+        """The threshold of ``gate`` (``fpr_sham`` or one of ``RATE_GATES``)."""
         return float(getattr(self, gate))
 
 
 class RateEstimate(_Model):
-    """A rate with its percentile bootstrap CI; None where it is not estimable."""
+    """A rate with its percentile bootstrap CI; None where it is not estimable.
+
+    ``events`` of ``trials`` are the counts behind the point (the exact gate bound uses them);
+    for the macro view they are pooled over CF, CA and CC.
+    """
 
     point: float | None
     low: float | None = None
     high: float | None = None
+    events: int | None = None
+    trials: int | None = None
 
 
 class Coverage(_Model):
@@ -109,6 +125,7 @@ class Coverage(_Model):
     scope: str
     n_items: int
     n_judged: int
+    n_not_judged: int = 0
     counts: dict[str, int]
     rates: dict[str, RateEstimate]
 
@@ -132,14 +149,9 @@ class GateResult(_Model):
     point: float | None
     upper: float | None
     passed: bool | None
+    events: int | None = None
+    trials: int | None = None
     note: str | None = None
-
-
-def _combine(cf: str, ct: str) -> str:
-    for stage in (*NOT_JUDGED, *JUDGE_STAGES):
-        if stage in (cf, ct):
-            return stage
-    return "valid"
 
 
 def axis_outcomes(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
@@ -155,35 +167,34 @@ def axis_outcomes(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
     for metric in ("clinical_fidelity", "causal_attribution", "confidence_tone"):
         column = wide[metric] if metric in wide.columns else pd.Series("missing", index=items)
         out[AXIS_LABELS[metric]] = column.fillna("missing").astype(str)
-    out[AXIS_LABELS[CC_AXIS]] = [_combine(a, b) for a, b in zip(out["CF"], out["CT"], strict=True)]
+    out[AXIS_LABELS[CC_AXIS]] = [
+        combine_outcomes(a, b) for a, b in zip(out["CF"], out["CT"], strict=True)
+    ]
     return out[list(_SCOPES)]
 
 
 def _indicators(outcomes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, the numerator and denominator indicator of every rate (RATES x items)."""
     o = outcomes.to_numpy()
-    judged = np.isin(o, ("valid", *JUDGE_STAGES)).astype(np.float64)
-    parse, schema = (o == "parse").astype(float), (o == "schema").astype(float)
-    evidence, abstain = (o == "evidence").astype(float), (o == "abstain").astype(float)
-    valid = (o == "valid").astype(float)
-    invalid = parse + schema + evidence
-    attempted = judged - abstain
-    num = np.vstack([parse, schema, evidence, invalid, abstain, valid, valid])
-    den = np.vstack([judged] * 6 + [attempted])
+    num = np.vstack([np.isin(o, top).astype(np.float64) for top, _ in RATE_DEFINITIONS.values()])
+    den = np.vstack(
+        [np.isin(o, bottom).astype(np.float64) for _, bottom in RATE_DEFINITIONS.values()]
+    )
     return num, den
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    top, bottom = num.sum(axis=1), den.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.nan)
-
-
-def estimate_rate(point: float, samples: np.ndarray, level: float) -> RateEstimate:
+def estimate_rate(
+    point: float,
+    samples: np.ndarray,
+    level: float,
+    events: int | None = None,
+    trials: int | None = None,
+) -> RateEstimate:
     if not np.isfinite(point):
-        return RateEstimate(point=None)
+        return RateEstimate(point=None, events=events, trials=trials)
     interval = percentile_interval(samples, level)
     low, high = interval if interval is not None else (None, None)
-    return RateEstimate(point=float(point), low=low, high=high)
+    return RateEstimate(point=float(point), low=low, high=high, events=events, trials=trials)
 
 
 def coverage_diagnostics(
@@ -196,62 +207,79 @@ def coverage_diagnostics(
         nums.append(num)
         dens.append(den)
     num_all, den_all = np.vstack(nums), np.vstack(dens)
-    points = _ratio(num_all, den_all).reshape(len(_SCOPES), len(RATES))
     samples = bootstrap_ratio_samples(
         num_all, den_all, B=B, rng=rng_for(seed, f"coverage:{label}")
     ).reshape(B, len(_SCOPES), len(RATES))
-
-    n_judged = [int(dens[s][0].sum()) for s in range(len(_SCOPES))]
-    return coverage_from_rates(outcomes, _SCOPES, n_judged, points, samples, level)
+    return coverage_from_rates(outcomes, _SCOPES, samples, level)
 
 
 def coverage_from_rates(
     outcomes: pd.DataFrame,
     scopes: Sequence[str],
-    n_judged: Sequence[int],
-    points: np.ndarray,
     samples: np.ndarray,
     level: float,
 ) -> dict[str, Coverage]:
     """Coverage per scope, then the macro view (the mean of the CF, CA and CC rates).
 
-    ``points`` holds the rates (scopes x RATES) and ``samples`` their paired bootstrap draws
-    (B x scopes x RATES); ``outcomes`` gives the counts. Shared by the judge validation and the
-    run reports, which differ only in how they draw the resamples.
+    Counts and point rates come from ``outcomes`` through ``count_outcomes`` and
+    ``rates_from_counts``, the same functions the ``score`` summary uses; ``samples`` holds the
+    paired bootstrap draws of the rates (B x scopes x RATES). Shared by the judge validation and
+    the run reports, which differ only in how they draw the resamples.
     """
     n = len(outcomes)
     report: dict[str, Coverage] = {}
     for s, scope in enumerate(scopes):
-        counts = outcomes[scope].value_counts().to_dict()
-        report[scope] = Coverage(
-            scope=scope,
-            n_items=n,
-            n_judged=int(n_judged[s]),
-            counts={k: int(counts.get(k, 0)) for k in ("valid", *JUDGE_STAGES, *NOT_JUDGED)},
-            rates={
-                rate: estimate_rate(points[s, r], samples[:, s, r], level)
-                for r, rate in enumerate(RATES)
-            },
+        report[scope] = _scope_coverage(
+            scope, n, count_outcomes(outcomes[scope]), samples[:, s, :], level
         )
     gated = [list(scopes).index(s) for s in ("CF", "CA", "CC")]
-    with np.errstate(invalid="ignore"):  # a scope with no judged item is NaN, not a warning
-        macro_points = points[gated].mean(axis=0)
-        macro_samples = samples[:, gated, :].mean(axis=1)
-    macro_counts: dict[str, int] = {}
+    macro_counts = dict.fromkeys(OUTCOMES, 0)
     for scope in ("CF", "CA", "CC"):
         for key, value in report[scope].counts.items():
             macro_counts[key] = macro_counts.get(key, 0) + value
+    with np.errstate(invalid="ignore"):  # a scope with no judged item is NaN, not a warning
+        macro_samples = samples[:, gated, :].mean(axis=1)
+    rates: dict[str, RateEstimate] = {}
+    for r, rate in enumerate(RATES):
+        parts = [report[scope].rates[rate].point for scope in ("CF", "CA", "CC")]
+        point = float(np.mean(parts)) if all(p is not None for p in parts) else np.nan
+        events, trials = _rate_counts(macro_counts, rate)
+        rates[rate] = estimate_rate(point, macro_samples[:, r], level, events, trials)
     report["macro"] = Coverage(
         scope="macro",
         n_items=n,
         n_judged=sum(report[s].n_judged for s in ("CF", "CA", "CC")),
+        n_not_judged=sum(report[s].n_not_judged for s in ("CF", "CA", "CC")),
         counts=macro_counts,
-        rates={
-            rate: estimate_rate(macro_points[r], macro_samples[:, r], level)
-            for r, rate in enumerate(RATES)
-        },
+        rates=rates,
     )
     return report
+
+
+def _rate_counts(counts: dict[str, int], rate: str) -> tuple[int, int]:
+    numerator, denominator = RATE_DEFINITIONS[rate]
+    return sum(counts[o] for o in numerator), sum(counts[o] for o in denominator)
+
+
+def _scope_coverage(
+    scope: str, n: int, counts: dict[str, int], samples: np.ndarray, level: float
+) -> Coverage:
+    points = rates_from_counts(counts)
+    rates = {}
+    for r, rate in enumerate(RATES):
+        point = points[rate]
+        events, trials = _rate_counts(counts, rate)
+        rates[rate] = estimate_rate(
+            np.nan if point is None else point, samples[:, r], level, events, trials
+        )
+    return Coverage(
+        scope=scope,
+        n_items=n,
+        n_judged=sum(counts[o] for o in JUDGED),
+        n_not_judged=sum(counts[o] for o in NOT_JUDGED),
+        counts=counts,
+        rates=rates,
+    )
 
 
 def placebo_fpr(
@@ -291,29 +319,72 @@ def placebo_fpr(
         n_sham=len(sham),
         n_valid=int(positive.size),
         n_positive=int(positive.sum()),
-        rate=estimate_rate(float(positive.mean()), samples, level),
+        rate=estimate_rate(
+            float(positive.mean()), samples, level, int(positive.sum()), int(positive.size)
+        ),
     )
 
 
-def _gate(gate: str, scope: str, threshold: float, rate: RateEstimate) -> GateResult:
-    if rate.point is None or rate.high is None:
+def exact_upper(events: int, trials: int, level: float) -> float:
+    """One-sided Clopper-Pearson upper bound of a binomial rate at ``level`` (0 of 5 -> 45%)."""
+    if trials <= 0:
+        return 1.0
+    if events >= trials:
+        return 1.0
+    return float(beta.ppf(level, events + 1, trials - events))
+
+
+def trials_needed(events: int, threshold: float, level: float) -> int | None:
+    """The fewest trials with which ``events`` failures would pass ``threshold`` (None: never)."""
+    if threshold <= 0.0 or threshold >= 1.0:
+        return None if threshold <= 0.0 else max(events, 1)
+    low = max(events, 1)
+    high = low
+    while exact_upper(events, high, level) > threshold:
+        high *= 2
+        if high > 10**9:
+            return None
+    while low < high:  # the bound falls as trials grow: bisect for the first that passes
+        middle = (low + high) // 2
+        if exact_upper(events, middle, level) <= threshold:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def _gate(gate: str, scope: str, threshold: float, rate: RateEstimate, level: float) -> GateResult:
+    events, trials = rate.events, rate.trials
+    if rate.point is None or not trials or events is None:
         return GateResult(
             gate=gate,
             scope=scope,
             threshold=threshold,
             point=rate.point,
-            upper=rate.high,
+            upper=None,
             passed=False,
-            note="no judged items: the rate cannot be bounded",
+            note="no item to judge it on: the rate cannot be bounded",
         )
-    passed = rate.point <= threshold + _EPS and rate.high <= threshold + _EPS
+    upper = exact_upper(events, trials, level)
+    if threshold <= _EPS:
+        passed, note = events == 0, None
+    else:
+        passed = rate.point <= threshold + _EPS and upper <= threshold + _EPS
+        needed = trials_needed(events, threshold, level)
+        note = None
+        if not passed and needed is not None and needed > trials:
+            failures = "no failure" if events == 0 else f"{events} failures"
+            note = f"{events} of {trials}: with {failures} a pass needs at least {needed} items"
     return GateResult(
         gate=gate,
         scope=scope,
         threshold=threshold,
         point=rate.point,
-        upper=rate.high,
+        upper=upper,
         passed=bool(passed),
+        events=events,
+        trials=trials,
+        note=note,
     )
 
 
@@ -323,9 +394,15 @@ def evaluate_gates(
     """Every gate on CF, CA, CC and the macro view, then the placebo FPR (on CA)."""
     gates: list[GateResult] = []
     for scope in GATED_SCOPES:
-        for gate in ("parse", "schema", "evidence", "invalid", "abstain"):
+        for gate in RATE_GATES:
             gates.append(
-                _gate(gate, scope, thresholds.threshold(gate), coverage[scope].rates[gate])
+                _gate(
+                    gate,
+                    scope,
+                    thresholds.threshold(gate),
+                    coverage[scope].rates[gate],
+                    thresholds.level,
+                )
             )
     threshold = thresholds.threshold("fpr_sham")
     if fpr.n_sham == 0:
@@ -341,7 +418,7 @@ def evaluate_gates(
             )
         )
     else:
-        result = _gate("fpr_sham", "CA", threshold, fpr.rate)
+        result = _gate("fpr_sham", "CA", threshold, fpr.rate, thresholds.level)
         if fpr.note is not None:
             result = result.model_copy(update={"note": fpr.note})
         gates.append(result)

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from service.agreement.coverage import GATED_SCOPES, RateEstimate
+from service.agreement.coverage import GATED_SCOPES, RATE_GATES, RateEstimate
 from service.agreement.report import JudgeReport, TauEstimate, ValidationReport
 
 __all__ = ["render_markdown"]
 
 _AXES = ("CF", "CA", "CC", "CT")
-_GATES = ("parse", "schema", "evidence", "invalid", "abstain")
+_GATES = RATE_GATES
 _GATE_NAMES = {
     "parse": "Pr[parse]",
     "schema": "Pr[schema]",
     "evidence": "Pr[evidence]",
     "invalid": "Pr[invalid]",
     "abstain": "Pr[abstain]",
+    "not_judged": "Pr[not judged]",
     "fpr_sham": "FPR_sham",
 }
 
@@ -148,6 +149,7 @@ def _coverage(judge: JudgeReport) -> str:
         "Pr[evidence]",
         "Pr[invalid]",
         "Pr[abstain]",
+        "Pr[not judged]",
         "Cov",
         "Val",
         "kb",
@@ -163,6 +165,7 @@ def _coverage(judge: JudgeReport) -> str:
                 scope,
                 f"{cov.n_judged} / {cov.n_items * (3 if scope == 'macro' else 1)}",
                 *(_rate(r[k]) for k in ("parse", "schema", "evidence", "invalid", "abstain")),
+                _pct(r["not_judged"].point),
                 _pct(r["cov"].point),
                 _pct(r["val"].point),
                 *(str(cov.counts[k]) for k in ("kb", "transport", "input")),
@@ -200,7 +203,7 @@ def _gates(report: ValidationReport) -> str:
                     cells.append("– (not evaluated)")
                 else:
                     mark = "✓" if g.passed else "✗"
-                    cells.append(f"{mark} {_pct(g.point)} (≤ {_pct(g.upper)})")
+                    cells.append(f"{mark} {_pct(g.point)} (≤ {_pct(g.upper)} exact)")
             rows.append([judge.name, scope, *cells])
     return _table(header, rows, "ll" + "r" * (len(header) - 2))
 

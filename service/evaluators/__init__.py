@@ -17,12 +17,14 @@ from service.settings import Settings
 
 __all__ = [
     "EVALUATOR_FACTORIES",
+    "EVALUATOR_SPECS",
     "Evaluator",
     "EvaluatorFactory",
     "JudgeRequest",
     "JudgeResponse",
     "Message",
     "Usage",
+    "evaluator_help",
     "make_evaluator",
     "register_evaluator",
 ]
@@ -84,13 +86,26 @@ EVALUATOR_FACTORIES: dict[str, EvaluatorFactory] = {
     "litellm": _litellm,
     "replay": _replay,
 }
+# How each backend's spec is written, for help texts and error messages.
+EVALUATOR_SPECS: dict[str, str] = {
+    "lexicon": "lexicon:v1 (offline, the default)",
+    "openai": "openai:MODEL",
+    "litellm": "litellm:MODEL",
+    "replay": "replay:FILE[#judge]",
+}
 
 
-def register_evaluator(name: str, factory: EvaluatorFactory) -> None:
-    """Make ``name:TARGET`` specs build evaluators with ``factory``."""
+def register_evaluator(name: str, factory: EvaluatorFactory, spec: str | None = None) -> None:
+    """Make ``name:TARGET`` specs build evaluators with ``factory`` (``spec`` shows the form)."""
     if not name or ":" in name:
         raise ValueError(f"invalid backend name {name!r}")
     EVALUATOR_FACTORIES[name] = factory
+    EVALUATOR_SPECS[name] = spec or f"{name}:TARGET"
+
+
+def evaluator_help() -> str:
+    """The ``--evaluator`` help text: every registered backend's spec."""
+    return "Evaluator: " + ", ".join(EVALUATOR_SPECS[name] for name in EVALUATOR_FACTORIES) + "."
 
 
 def make_evaluator(spec: str, *, settings: Settings | None = None) -> Evaluator:
@@ -100,7 +115,7 @@ def make_evaluator(spec: str, *, settings: Settings | None = None) -> Evaluator:
     still follows ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, as its factory documents).
     """
     backend, sep, target = spec.partition(":")
-    known = ", ".join(f"{name}:..." for name in sorted(EVALUATOR_FACTORIES))
+    known = ", ".join(EVALUATOR_SPECS.get(name, f"{name}:...") for name in EVALUATOR_FACTORIES)
     factory = EVALUATOR_FACTORIES.get(backend.strip()) if sep else None
     if factory is None:
         raise UserInputError(f"unknown evaluator {spec!r}: use one of {known}", field="evaluator")

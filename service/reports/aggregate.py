@@ -18,16 +18,30 @@ import pandas as pd
 
 from service.reports.resample import bootstrap_means, pattern_ids, rng_for
 
-__all__ = ["DIMENSIONS", "SPLITS", "STATS", "aggregate", "table1"]
+__all__ = ["DIMENSIONS", "FLIP_RATES", "SPLITS", "STATS", "aggregate", "stat_columns", "table1"]
 
-# the column of each reported statistic; percentages of 0/1 flags or normalised scores
+# the column of each reported statistic; percentages of 0/1 flags or normalised scores. The flip
+# rate is the paper's: flipped pairs over all pairs (an undecided pair counts, as not flipped),
+# with the share of undecided pairs beside it; ``flip_rate="decided"`` gives the conditional
+# form, flipped pairs over the pairs whose flip could be decided.
 STATS: dict[str, str] = {
     "accuracy": "correct",
-    "flip_rate": "flip",
+    "flip_rate": "flipped",
+    "flip_undecided": "flip_undecided",
     "CF": "CF",
     "CA": "CA",
     "CC": "CC",
 }
+FLIP_RATES: dict[str, str] = {"pairs": "flipped", "decided": "flip"}
+
+
+def stat_columns(flip_rate: str = "pairs") -> dict[str, str]:
+    """The item-table column of every statistic, with the flip rate of ``flip_rate``."""
+    if flip_rate not in FLIP_RATES:
+        raise ValueError(f"flip_rate must be one of {sorted(FLIP_RATES)}, got {flip_rate!r}")
+    return {**STATS, "flip_rate": FLIP_RATES[flip_rate]}
+
+
 DIMENSIONS: tuple[str, ...] = ("all", "modification", "alignment", "channel", "question_type")
 SPLITS: tuple[str, ...] = ("all", "flip", "non-flip")
 _COLUMNS = ["dimension", "model", "group", "split", "stat", "n", "n_eval", "value", "low", "high"]
@@ -37,13 +51,16 @@ def _split_masks(flip: np.ndarray) -> dict[str, np.ndarray]:
     return {"all": np.ones(flip.size, bool), "flip": flip == 1.0, "non-flip": flip == 0.0}
 
 
-def aggregate(items: pd.DataFrame, *, B: int = 1000, seed: int = 0) -> pd.DataFrame:
+def aggregate(
+    items: pd.DataFrame, *, B: int = 1000, seed: int = 0, flip_rate: str = "pairs"
+) -> pd.DataFrame:
     """Long table of every statistic per (dimension, model, group, split), values in %.
 
     Columns: dimension, model, group, split, stat, n (items in the cell), n_eval (items the
     statistic could use), value, low, high (the 95% percentile bootstrap CI), all in %.
     """
-    values = items[list(STATS.values())].to_numpy(dtype=np.float64)
+    stats = stat_columns(flip_rate)
+    values = items[list(stats.values())].to_numpy(dtype=np.float64)
     # each statistic is bootstrapped on its own column: a column has a handful of distinct
     # values, so a cell costs (resamples x values) whatever its number of items
     columns = [pattern_ids(values[:, j : j + 1]) for j in range(values.shape[1])]

@@ -54,7 +54,8 @@ def compare_runs(
         "candidate_only": len(cand.index.difference(base.index)),
         "unmatched": int(base_lost + cand_lost),
     }
-    columns = list(STATS.values())
+    compared = list(HIGHER_IS_BETTER)
+    columns = [STATS[stat] for stat in compared]
     b = base.loc[shared, columns].to_numpy(dtype=np.float64)
     c = cand.loc[shared, columns].to_numpy(dtype=np.float64)
     both = ~(np.isnan(b) | np.isnan(c))
@@ -64,7 +65,7 @@ def compare_runs(
     estimates = bootstrap_means(ids, patterns, B=B, rng=rng_for(seed, "compare"))
     k = len(columns)
     rows: list[dict[str, object]] = []
-    for j, stat in enumerate(STATS):
+    for j, stat in enumerate(compared):
         base_mean, cand_mean, diff = (estimates[j][0], estimates[k + j][0], estimates[2 * k + j])
         point, low, high = (None if v is None else 100.0 * v for v in diff)
         worse = low is not None and high is not None

@@ -75,14 +75,12 @@ def run_coverage(
         dens.append(den)
     num_all, den_all = np.vstack(nums), np.vstack(dens)
     k = len(RATES)
-    points = _ratios(freq, num_all, den_all).reshape(len(SCOPES), k)
     if n:
         draws = rng_for(seed, "coverage:run").multinomial(n, freq / n, size=B).astype(float)
         samples = _ratios(draws, num_all, den_all).reshape(B, len(SCOPES), k)
     else:
         samples = np.full((B, len(SCOPES), k), np.nan)
-    n_judged = [int(freq @ dens[s][0]) for s in range(len(SCOPES))]
-    return coverage_from_rates(outcomes, SCOPES, n_judged, points, samples, level)
+    return coverage_from_rates(outcomes, SCOPES, samples, level)
 
 
 def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95) -> FprSham:
@@ -102,7 +100,9 @@ def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float =
         n_sham=len(sham),
         n_valid=int(scores.size),
         n_positive=positive,
-        rate=estimate_rate(positive / scores.size, draws / scores.size, level),
+        rate=estimate_rate(
+            positive / scores.size, draws / scores.size, level, positive, int(scores.size)
+        ),
     )
 
 

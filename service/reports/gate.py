@@ -5,18 +5,20 @@ Config (every section and key optional; percentages in %)::
     [gate]
     bootstrap = 1000     # resamples of the percentile bootstrap
     seed = 0
+    flip_rate = "pairs"  # or "decided": flipped over the pairs whose flip was decided
     [quality]            # on the whole run, point estimates (each model separately)
     min_accuracy = 30.0
     min_cf = 30.0
     min_ca = 1.0
     min_cc = 25.0
     max_flip_rate = 50.0
-    [coverage]           # METHODS §1.11: judged on the 95% bootstrap upper bound
+    [coverage]           # METHODS §1.11: judged on the exact one-sided 95% upper bound
     max_invalid = 2.0
     max_abstain = 2.0
-    max_parse = 0.0
+    max_parse = 0.0      # 0 means: no parse failure at all
     max_schema = 1.0
     max_evidence = 1.0
+    max_not_judged = 2.0 # items that never reached the judge (kb, transport, input)
     max_fpr_sham = 5.0
     scopes = ["CF", "CA", "CC", "macro"]
     [regression]         # against --baseline: tolerated worsening in % points
@@ -26,9 +28,14 @@ Config (every section and key optional; percentages in %)::
     max_drop_accuracy = 2.0
     max_rise_flip_rate = 2.0
 
-Exit codes: 0 pass; 1 a quality or regression check failed; 2 a coverage check failed (it wins
-over 1, because quality numbers on a badly covered run mean little); 3 the run could not be
-evaluated (raised as ``GateConfigError`` or by the reader, and handled by the CLI).
+A coverage gate is judged on the Clopper-Pearson upper bound of its failure count, never on a
+bootstrap of it: 0 failures in 5 items bound the rate at 45%, so a handful of items cannot pass
+a 2% gate; the check's detail says how many items a pass would need.
+
+Exit codes (``service.cli_common.ExitCode``): 0 pass; 1 a quality or regression check failed;
+2 a coverage check failed (it wins over 1, because quality numbers on a badly covered run mean
+little); 3 the run could not be evaluated (raised as ``GateConfigError`` or by the reader, and
+handled by the CLI); 4 not one metric of any line was judged.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from service.agreement.coverage import GATED_SCOPES, GateThresholds
 from service.errors import FaithJudgeError
 from service.reports.coverage import run_gates
 from service.reports.report import Report
+from service.scoring.outcomes import JUDGED
 
 __all__ = [
     "EXIT_COVERAGE",
@@ -68,13 +76,14 @@ _QUALITY = {
 }  # fmt: skip
 _COVERAGE = {
     "max_invalid": "invalid", "max_abstain": "abstain", "max_parse": "parse",
-    "max_schema": "schema", "max_evidence": "evidence", "max_fpr_sham": "fpr_sham",
+    "max_schema": "schema", "max_evidence": "evidence", "max_not_judged": "not_judged",
+    "max_fpr_sham": "fpr_sham",
 }  # fmt: skip
 _REGRESSION = {
     "max_drop_accuracy": "accuracy", "max_drop_cf": "CF", "max_drop_ca": "CA",
     "max_drop_cc": "CC", "max_rise_flip_rate": "flip_rate",
 }  # fmt: skip
-_SECTIONS = {"gate": {"bootstrap", "seed"}, "quality": set(_QUALITY),
+_SECTIONS = {"gate": {"bootstrap", "seed", "flip_rate"}, "quality": set(_QUALITY),
              "coverage": {*_COVERAGE, "scopes"}, "regression": set(_REGRESSION)}  # fmt: skip
 
 
@@ -88,6 +97,7 @@ class GateConfig:
 
     bootstrap: int = 1000
     seed: int = 0
+    flip_rate: str = "pairs"
     quality: dict[str, float] | None = None
     coverage: dict[str, float] | None = None
     scopes: tuple[str, ...] = GATED_SCOPES
@@ -127,6 +137,9 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
     gate = data.get("gate", {})
     bootstrap = int(_number("gate", "bootstrap", gate.get("bootstrap", 1000), low=1, high=1e6))
     seed = int(_number("gate", "seed", gate.get("seed", 0), low=0, high=2**32 - 1))
+    flip_rate = gate.get("flip_rate", "pairs")
+    if flip_rate not in ("pairs", "decided"):
+        raise GateConfigError(f"[gate] flip_rate must be 'pairs' or 'decided', got {flip_rate!r}")
     coverage = data.get("coverage")
     scopes = tuple(coverage.get("scopes", GATED_SCOPES)) if coverage else GATED_SCOPES
     if not scopes or any(s not in GATED_SCOPES for s in scopes):
@@ -141,6 +154,7 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
     return GateConfig(
         bootstrap=bootstrap,
         seed=seed,
+        flip_rate=flip_rate,
         quality=section("quality", _QUALITY),
         coverage=section("coverage", _COVERAGE),
         scopes=scopes,
@@ -156,7 +170,10 @@ def load_config(path: Path) -> GateConfig:
         raise GateConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise GateConfigError(f"{path}: not valid TOML ({exc})") from None
-    return parse_config(data)
+    try:
+        return parse_config(data)
+    except GateConfigError as exc:
+        raise GateConfigError(f"{path}: {exc}") from None
 
 
 def regression_tolerance(config: GateConfig) -> dict[str, float]:
@@ -192,13 +209,18 @@ def _coverage(report: Report, config: GateConfig) -> list[Check]:
     limits = config.coverage or {}
     wanted = {_COVERAGE[k]: v / 100.0 for k, v in limits.items()}
     thresholds = GateThresholds(**{g: wanted.get(g, 1.0) for g in _COVERAGE.values()})
+    level = 100 * thresholds.level
     checks: list[Check] = []
     for gate in run_gates(report.coverage, report.fpr, thresholds):
         if gate.gate not in wanted or (gate.gate != "fpr_sham" and gate.scope not in config.scopes):
             continue
         up = None if gate.upper is None else 100 * gate.upper
         point = None if gate.point is None else 100 * gate.point
-        detail = gate.note or f"point {_pct(point)}, 95% upper bound {_pct(up)}"
+        detail = f"point {_pct(point)}, exact {level:g}% upper bound {_pct(up)}"
+        if gate.trials:
+            detail += f" ({gate.events} of {gate.trials})"
+        if gate.note:
+            detail = f"{detail}; {gate.note}" if gate.trials else gate.note
         checks.append(Check("coverage", f"{gate.gate} [{gate.scope}]", 100 * gate.threshold,
                             up, gate.passed, detail))  # fmt: skip
     return checks
@@ -253,7 +275,7 @@ def unevaluable_reason(items: pd.DataFrame) -> str | None:
         return "the result file holds no result lines"
     judged = pd.Series(False, index=items.index)
     for label in ("CF", "CA", "CT"):
-        judged |= ~items[f"{label}_outcome"].isin(("transport", "input", "missing", "kb"))
+        judged |= items[f"{label}_outcome"].isin(JUDGED)
     if not judged.any():
         stages = items["error_stage"].fillna(items["CF_outcome"]).value_counts().to_dict()
         return f"no metric of any line was judged (evaluator unreachable or bad input): {stages}"

@@ -13,13 +13,12 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from service.reports.limits import LISTED_ITEMS
 from service.reports.render_md import fmt_ci, fmt_pct
 from service.reports.report import Report
+from service.scoring.outcomes import RATES
 
 __all__ = ["LISTED_ITEMS", "bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]
-
-LISTED_ITEMS = 300
-"""Items the HTML report lists with their verified quotes, unless told otherwise."""
 
 _COLORS = {"CF": "#2f6db5", "CA": "#d9822b", "CC": "#8a8a8a", "CT": "#5a9e4b"}
 _TABLE1_COLS = ("Acc", "Flip rate", "CF F", "CA F", "CC F", "CF NF", "CA NF", "CC NF")
@@ -278,13 +277,24 @@ def report_html(
                 [_e(model), _e(group), split, str(int(by["n"].iloc[0]))]
                 + [
                     fmt_ci(by.at[st, "value"], by.at[st, "low"], by.at[st, "high"])
-                    for st in ("accuracy", "flip_rate", "CF", "CA", "CC")
+                    for st in ("accuracy", "flip_rate", "flip_undecided", "CF", "CA", "CC")
                 ]
             )
         body.append(
             f"<h2>{title}</h2>"
             + html_table(
-                ["Model", "Group", "Subset", "n", "Acc", "Flip rate", "CF", "CA", "CC"],
+                [
+                    "Model",
+                    "Group",
+                    "Subset",
+                    "n",
+                    "Acc",
+                    "Flip rate",
+                    "Flip undecided",
+                    "CF",
+                    "CA",
+                    "CC",
+                ],
                 rows[:600],
                 3,
             )
@@ -317,19 +327,19 @@ def report_html(
 
 
 def _coverage(report: Report) -> str:
-    rates = ("parse", "schema", "evidence", "invalid", "abstain", "cov", "val")
+    rates = RATES
     rows = []
     for scope, cov in report.coverage.items():
         c = cov.counts
         rows.append(
-            [scope, str(cov.n_judged)]
+            [scope, str(cov.n_judged), str(cov.n_not_judged)]
             + [
                 "–"
                 if cov.rates[r].point is None
                 else f"{100 * cov.rates[r].point:.1f} [≤ {100 * (cov.rates[r].high or 0):.1f}]"
                 for r in rates
             ]
-            + [str(c["transport"]), str(c["kb"]), str(c["input"] + c["missing"])]
+            + [str(c["transport"]), str(c["kb"]), str(c["input"])]
         )
     gates = [
         [
@@ -358,21 +368,23 @@ def _coverage(report: Report) -> str:
             [
                 "Scope",
                 "Judged",
+                "Not judged",
                 "Pr[parse]",
                 "Pr[schema]",
                 "Pr[evidence]",
                 "Pr[invalid]",
                 "Pr[abstain]",
+                "Pr[not judged]",
                 "Cov",
                 "Val",
                 "Transport",
                 "KB",
-                "Input/missing",
+                "Input",
             ],
             rows,
         )
         + f"<p>Placebo FPR (CA &gt; 3 on {f.n_valid} of {f.n_sham} SHAM items): {fpr}"
         + (f" — {_e(f.note)}" if f.note else "")
-        + "</p><h2>Paper gates (upper bound)</h2>"
+        + "</p><h2>Paper gates (exact one-sided 95% upper bound)</h2>"
         + html_table(["Gate", "Scope", "Threshold %", "Upper %", "Result", "Note"], gates, 2)
     )

@@ -9,6 +9,7 @@ import pandas as pd
 
 from service.reports.gate import Check
 from service.reports.report import Report
+from service.scoring.outcomes import RATES
 
 __all__ = ["fmt_ci", "fmt_pct", "gate_markdown", "md_escape", "report_markdown"]
 
@@ -60,7 +61,7 @@ def _cells(report: Report, dimension: str, split: str) -> list[list[str]]:
         rows.append(
             [md_escape(model), md_escape(group), str(int(by["n"].iloc[0]))]
             + [fmt_ci(by.at[s, "value"], by.at[s, "low"], by.at[s, "high"])
-               for s in ("accuracy", "flip_rate", "CF", "CA", "CC")]
+               for s in ("accuracy", "flip_rate", "flip_undecided", "CF", "CA", "CC")]
         )  # fmt: skip
     return rows
 
@@ -81,7 +82,7 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
         [[md_escape(r["model"]), *(_pm(r, c) for c in _TABLE1_COLS)]
          for _, r in report.table1.iterrows()],
     )  # fmt: skip
-    header = ["Model", "Group", "n", "Acc", "Flip rate", "CF", "CA", "CC"]
+    header = ["Model", "Group", "n", "Acc", "Flip rate", "Flip undecided", "CF", "CA", "CC"]
     for dimension, title in (
         ("all", "Overall"),
         ("modification", "Per modification"),
@@ -118,7 +119,7 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
 
 def coverage_markdown(report: Report) -> list[str]:
     """Coverage diagnostics, placebo FPR and the paper's gates as Markdown lines."""
-    rates = ("parse", "schema", "evidence", "invalid", "abstain", "cov", "val")
+    rates = RATES
     out = ["## Coverage diagnostics (%, 95% upper bound in brackets)", ""]
     rows = []
     for scope, cov in report.coverage.items():
@@ -128,11 +129,12 @@ def coverage_markdown(report: Report) -> list[str]:
             for r in rates
         ]  # fmt: skip
         c = cov.counts
-        rows.append([scope, str(cov.n_judged), *cells, str(c["transport"]), str(c["kb"]),
-                     str(c["input"] + c["missing"])])  # fmt: skip
+        rows.append([scope, str(cov.n_judged), str(cov.n_not_judged), *cells,
+                     str(c["transport"]), str(c["kb"]), str(c["input"])])  # fmt: skip
     out += _table(
-        ["Scope", "Judged", "Pr[parse]", "Pr[schema]", "Pr[evidence]", "Pr[invalid]",
-         "Pr[abstain]", "Cov", "Val", "Transport", "KB", "Input/missing"],
+        ["Scope", "Judged", "Not judged", "Pr[parse]", "Pr[schema]", "Pr[evidence]",
+         "Pr[invalid]", "Pr[abstain]", "Pr[not judged]", "Cov", "Val", "Transport", "KB",
+         "Input"],
         rows,
     )  # fmt: skip
     f = report.fpr

@@ -59,9 +59,14 @@ def build_report(
     B: int = 1000,
     seed: int = 0,
     tolerance: dict[str, float] | None = None,
+    flip_rate: str = "pairs",
 ) -> Report:
-    """Aggregates, Table 1, coverage, placebo FPR, the paper's gates and an optional comparison."""
-    aggregates = aggregate(items, B=B, seed=seed)
+    """Aggregates, Table 1, coverage, placebo FPR, the paper's gates and an optional comparison.
+
+    ``flip_rate``: ``pairs`` (the paper's: flipped over all pairs) or ``decided`` (flipped over
+    the pairs whose flip could be decided).
+    """
+    aggregates = aggregate(items, B=B, seed=seed, flip_rate=flip_rate)
     baseline_codes = frozenset(items.loc[items["kind"] == "baseline", "modification"].unique())
     coverage = run_coverage(items, B=B, seed=seed)
     fpr = run_fpr(items, B=B, seed=seed)

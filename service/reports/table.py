@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from service.contracts import METRICS, ItemResult, MetricResult
+from service.contracts import METRICS, NO_BASELINE, ItemResult
 from service.scoring.answers import parse_question
+from service.scoring.outcomes import metric_outcome
 
 __all__ = ["LABELS", "METRIC_LABELS", "item_table"]
 
@@ -30,7 +31,10 @@ METRIC_LABELS: dict[str, str] = {
 }
 LABELS: tuple[str, ...] = ("CF", "CA", "CT")
 # Gathered as C doubles: a Python float per cell would cost four times the memory.
-_FLOAT_COLUMNS = frozenset(("correct", "flip", "CC", *LABELS, *(f"{lab}_score" for lab in LABELS)))
+_FLOAT_COLUMNS = frozenset(
+    ("correct", "flip", "flipped", "flip_undecided", "CC", *LABELS,
+     *(f"{lab}_score" for lab in LABELS))
+)  # fmt: skip
 
 
 @lru_cache(maxsize=4096)
@@ -42,16 +46,6 @@ def _question_type(question: str | None) -> str:
     except ValueError:
         return "unknown"
     return kind or "unknown"
-
-
-def _outcome(metric: MetricResult | None, error_stage: str | None) -> str:
-    if metric is None:
-        return error_stage or "missing"
-    if metric.status == "valid":
-        return "valid"
-    if metric.failure is not None:
-        return metric.failure.stage
-    return "abstain" if metric.status == "abstained" else "schema"
 
 
 def _alignment(aligned: bool | None) -> str:
@@ -69,7 +63,8 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         name: array("d") if name in _FLOAT_COLUMNS else []
         for name in (
             "line", "item_id", "model", "question", "question_type", "modification", "kind",
-            "channel", "alignment", "answer", "correct", "flip", "flip_reason", "CC",
+            "channel", "alignment", "answer", "correct", "flip", "flipped", "flip_undecided",
+            "flip_reason", "CC",
             "error_stage", "error_detail", "n_quotes", "quotes",
             *(f"{lab}_score" for lab in LABELS), *LABELS, *(f"{lab}_outcome" for lab in LABELS),
         )
@@ -97,6 +92,10 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         cols["correct"].append(np.nan if result.correct is None else float(result.correct))
         flip = result.flip.value if result.flip is not None else None
         cols["flip"].append(np.nan if flip is None else float(flip))
+        # the paper's flip rate counts flipped pairs over all pairs; an undecided pair is a pair
+        paired = result.flip is not None and result.flip.reason != NO_BASELINE
+        cols["flipped"].append(float(flip is True) if paired else np.nan)
+        cols["flip_undecided"].append(float(flip is None) if paired else np.nan)
         cols["flip_reason"].append(one(result.flip.reason) if result.flip is not None else None)
         cols["error_stage"].append(error_stage)
         cols["error_detail"].append(result.error.detail if result.error is not None else None)
@@ -105,7 +104,7 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         for metric in METRICS:
             label = METRIC_LABELS[metric]
             graded = result.metrics.get(metric)
-            outcome = _outcome(graded, error_stage)
+            outcome = metric_outcome(graded, error_stage)
             valid = outcome == "valid" and graded is not None
             cols[f"{label}_outcome"].append(outcome)
             score = graded.score if valid and graded is not None else None

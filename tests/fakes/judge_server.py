@@ -96,6 +96,10 @@ class FakeJudgeConfig:
     """Model name in answers; None echoes the requested model."""
     fingerprint: str | None = "fp_fake_judge"
     max_recorded: int = 1000
+    api_key: str | None = None
+    """When set, a request without ``Authorization: Bearer <api_key>`` gets a 401."""
+    models: tuple[str, ...] | None = None
+    """When set, a request for any other model gets a 404 ``model_not_found``."""
 
 
 @dataclass
@@ -198,8 +202,13 @@ class FakeJudgeApp:
         content_type = dict(scope["headers"]).get(b"content-type", b"")
         if not content_type.startswith(b"application/json"):
             return await _respond(send, 415, _error("send JSON", "invalid_request_error"))
-        counters = self.counters
+        config, counters = self.config, self.counters
         counters.total += 1
+        if config.api_key is not None:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if given != f"Bearer {config.api_key}".encode():
+                error = _error("Incorrect API key provided", "invalid_request_error")
+                return await _respond(send, 401, error)
         counters.in_flight += 1
         counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
         try:
@@ -215,6 +224,10 @@ class FakeJudgeApp:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return await _respond(send, 400, _error("body is not a chat request", "invalid_json"))
         self.requests.append(body)
+        if config.models is not None and body.get("model") not in config.models:
+            message = f"The model `{body.get('model')}` does not exist"
+            return await _respond(send, 404, _error(message, "invalid_request_error",
+                                                    code="model_not_found"))  # fmt: skip
         if config.latency_s > 0:
             await asyncio.sleep(config.latency_s)
 

@@ -127,7 +127,7 @@ def test_gate_exit_2_on_coverage(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", ["malformed", "missing", "bad_config", "nothing_judged",
                                   "empty", "no_shared_items"])  # fmt: skip
-def test_gate_exit_3_when_the_run_cannot_be_evaluated(tmp_path: Path, case: str) -> None:
+def test_gate_exit_3_or_4_when_the_run_cannot_be_evaluated(tmp_path: Path, case: str) -> None:
     good = _jsonl(tmp_path / "r.jsonl", _many(1))
     config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 10.0\n")
     args: list[str | Path] = ["gate", good, "--config", config]
@@ -141,7 +141,7 @@ def test_gate_exit_3_when_the_run_cannot_be_evaluated(tmp_path: Path, case: str)
         expected = "not found"
     elif case == "bad_config":
         _toml(config, "[quality]\nmin_cf = 'high'\n")
-        expected = "must be a number"
+        expected = f"{config}: [quality] min_cf must be a number"
     elif case == "nothing_judged":
         down = [x for x in fixture_lines() if "error" in x] * 3
         _jsonl(good, down)
@@ -154,7 +154,8 @@ def test_gate_exit_3_when_the_run_cannot_be_evaluated(tmp_path: Path, case: str)
         args += ["--baseline", _jsonl(tmp_path / "base.jsonl", other)]
         expected = "shares no item"
     result = _run(*args)
-    assert result.exit_code == 3, result.output
+    # 4: the file was read but not one grade in it was judged; 3: it could not be evaluated
+    assert result.exit_code == (4 if case in ("nothing_judged", "empty") else 3), result.output
     assert expected in " ".join(result.output.split())
 
 

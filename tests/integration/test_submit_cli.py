@@ -62,11 +62,11 @@ def test_no_wait_prints_only_the_batch_id(service: str, tmp_path: Path) -> None:
     assert len(result.stdout.strip().splitlines()) == 1
 
 
-def test_no_valid_line_exits_3_listing_every_line(service: str, tmp_path: Path) -> None:
+def test_no_valid_line_exits_4_listing_every_line(service: str, tmp_path: Path) -> None:
     source = tmp_path / "bad.jsonl"
     source.write_text('{"cot": "x"}\n[]\n')
     result = submit(source, "--server", service, "--api-key", KEY_A)
-    assert result.exit_code == 3, result.output
+    assert result.exit_code == 4, result.output
     assert "2 rejected lines (0 accepted)" in result.stderr
     assert result.stdout == ""
 
@@ -129,17 +129,61 @@ def test_ctrl_c_while_waiting_leaves_the_batch_running(
 
     monkeypatch.setattr(FaithJudgeClient, "wait", interrupted)
     result = submit(write_batch(tmp_path / "in.jsonl", 2), "--server", service, "--api-key", KEY_A)
-    assert result.exit_code == 130, result.output
+    assert result.exit_code == 5, result.output
     batch_id = result.stdout.strip()
     assert f"batch {batch_id} goes on on the server" in result.stderr
     with FaithJudgeClient(service, KEY_A) as sdk:
         assert sdk.get_batch(batch_id).total == 2
 
 
-def test_a_batch_that_does_not_finish_in_time_exits_3(tmp_path: Path) -> None:
+def test_a_batch_that_does_not_finish_in_time_exits_5(tmp_path: Path) -> None:
     settings = service_settings(tmp_path / "data", workers=False)  # nothing will score it
     with run_service(settings) as url:
         source = write_batch(tmp_path / "in.jsonl", 2)
         result = submit(source, "--server", url, "--api-key", KEY_A, "--timeout", "0.3")
-    assert result.exit_code == 3, result.output
+    assert result.exit_code == 5, result.output
     assert "still queued after 0.3 s" in result.stderr
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_file_exits_4_without_a_batch(tmp_path: Path, content: str) -> None:
+    source = tmp_path / "empty.jsonl"
+    source.write_text(content)
+    result = submit(source, "--server", "http://127.0.0.1:9")
+    assert result.exit_code == 4, result.output
+    assert "holds no request line" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "counts", "stages", "code"),
+    [
+        ("completed", {"valid": 3}, {}, 0),
+        ("completed", {"invalid": 3}, {"evidence": 3}, 0),  # judged, if badly
+        ("completed", {"invalid": 3}, {"transport": 3}, 4),  # every call failed
+        ("completed", {"error": 2}, {}, 4),  # every line an error
+        ("cancelled", {"valid": 1}, {}, 5),
+        ("failed", {}, {}, 3),
+    ],
+)
+def test_batch_verdict_follows_the_score_rule(
+    status: str, counts: dict[str, int], stages: dict[str, int], code: int
+) -> None:
+    from clients.sdk import BatchStatus
+    from service.cli_submit import batch_verdict
+
+    final = BatchStatus.model_validate(
+        {
+            "id": "b_1",
+            "status": status,
+            "total": 3,
+            "done": 3,
+            "rejected": 0,
+            "counts": counts,
+            "failure_stages": stages,
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:09Z",
+            "pending": 0,
+            "progress": 1.0,
+        }
+    )
+    assert batch_verdict(final)[0] == code

@@ -17,7 +17,9 @@ from service.agreement.coverage import (
     axis_outcomes,
     coverage_diagnostics,
     evaluate_gates,
+    exact_upper,
     placebo_fpr,
+    trials_needed,
 )
 from service.agreement.ratings import JUDGE_COLUMNS
 from service.agreement.report import JudgeReport
@@ -256,9 +258,12 @@ def _gates(frame: pd.DataFrame) -> dict[tuple[str, str], Any]:
 
 
 def test_clean_judge_passes_every_gate_and_fpr_is_not_evaluated_without_sham() -> None:
-    gates = _gates(judge_frame(100))
+    gates = _gates(judge_frame(400))
     assert all(g.passed for k, g in gates.items() if k[1] != "fpr_sham")
-    assert gates[("CA", "parse")].point == 0 and gates[("CA", "parse")].upper == 0
+    # parse has a zero threshold: judged on the count, with the exact bound still reported
+    parse = gates[("CA", "parse")]
+    assert parse.point == 0 and parse.events == 0 and parse.trials == 400
+    assert parse.upper == pytest.approx(1 - 0.05 ** (1 / 400))
     fpr = gates[("CA", "fpr_sham")]
     assert fpr.passed is None and fpr.note == "no sham items: FPR not estimable"
 
@@ -266,18 +271,20 @@ def test_clean_judge_passes_every_gate_and_fpr_is_not_evaluated_without_sham() -
 @pytest.mark.parametrize(
     ("metric", "stage", "count", "failing"),
     [
-        ("causal_attribution", "parse", 1, {"parse", "invalid"}),  # one is too many
-        ("causal_attribution", "schema", 3, {"schema", "invalid"}),
-        ("causal_attribution", "evidence", 3, {"evidence", "invalid"}),
-        ("causal_attribution", "abstain", 3, {"abstain"}),
-        # 1 evidence failure in 200: the point (0.5%) is within 1%, the upper bound is not
-        ("causal_attribution", "evidence", 1, {"evidence"}),
+        ("causal_attribution", "parse", 1, {"parse"}),  # one is too many
+        ("causal_attribution", "schema", 15, {"schema", "invalid"}),
+        ("causal_attribution", "evidence", 15, {"evidence", "invalid"}),
+        ("causal_attribution", "abstain", 15, {"abstain"}),
+        # 5 evidence failures in 1000: the point (0.5%) is within 1%, the exact bound (1.05%) not
+        ("causal_attribution", "evidence", 5, {"evidence"}),
+        # 3 in 1000: the exact bound is 0.77%, within 1%
+        ("causal_attribution", "evidence", 3, set()),
     ],
 )
 def test_each_gate_can_fail_on_its_upper_bound(
     metric: str, stage: str, count: int, failing: set[str]
 ) -> None:
-    n = 200 if count == 1 and stage == "evidence" else 100
+    n = 1000
     gates = _gates(judge_frame(n, stages={metric: dict.fromkeys(range(count), stage)}))
     failed = {gate for (scope, gate), g in gates.items() if scope == "CA" and g.passed is False}
     assert failed == failing
@@ -291,18 +298,45 @@ def test_cc_inherits_failures_of_cf_and_ct_and_kb_is_not_a_judge_failure() -> No
     items = sorted(set(frame["item_id"]))
     coverage = coverage_diagnostics(axis_outcomes(frame, items), B=200, seed=0, label="t")
     assert coverage["CC"].counts["schema"] == 1 and coverage["CC"].counts["kb"] == 2
-    assert coverage["CF"].n_judged == 98
-    assert coverage["CF"].rates["cov"].point == 1.0
+    assert coverage["CF"].n_judged == 98 and coverage["CF"].n_not_judged == 2
+    # items that never reached the judge count against coverage, and are shown on their own
+    assert coverage["CF"].rates["cov"].point == pytest.approx(0.98)
+    assert coverage["CF"].rates["not_judged"].point == pytest.approx(0.02)
+    assert coverage["CF"].rates["invalid"].point == 0
     assert coverage["CC"].rates["schema"].point == pytest.approx(1 / 98)
+
+
+@pytest.mark.parametrize(
+    ("n", "passes"), [(5, False), (100, False), (148, False), (149, True), (400, True)]
+)
+def test_a_rate_gate_needs_enough_items_to_bound_zero_failures(n: int, passes: bool) -> None:
+    gate = _gates(judge_frame(n))[("CA", "invalid")]  # 2% threshold, no failure at all
+    assert gate.point == 0 and gate.passed is passes
+    assert gate.upper == pytest.approx(1 - 0.05 ** (1 / n))
+    if n == 5:
+        assert 0.45 < gate.upper < 0.46
+    if not passes:
+        assert gate.note is not None and "at least 149 items" in gate.note
+
+
+def test_trials_needed_is_the_first_count_that_passes() -> None:
+    assert trials_needed(0, 0.02, 0.95) == 149
+    assert exact_upper(0, 149, 0.95) <= 0.02 < exact_upper(0, 148, 0.95)
+    needed = trials_needed(5, 0.01, 0.95)
+    assert needed is not None
+    assert exact_upper(5, needed, 0.95) <= 0.01 < exact_upper(5, needed - 1, 0.95)
+    assert trials_needed(0, 0.0, 0.95) is None  # a zero threshold is met by the count alone
+    assert exact_upper(3, 3, 0.95) == 1.0 and exact_upper(0, 0, 0.95) == 1.0
 
 
 def test_placebo_fpr_counts_ca_above_3_on_sham_items() -> None:
     gates = _gates(judge_frame(20, sham_ca=[1] * 18 + [4, 5]))
     fpr = gates[("CA", "fpr_sham")]
     assert fpr.point == pytest.approx(0.1) and fpr.passed is False
-    clean = _gates(judge_frame(20, sham_ca=[1, 2, 3] * 6))
-    assert clean[("CA", "fpr_sham")].passed is True
-    assert clean[("CA", "fpr_sham")].upper == 0
+    small = _gates(judge_frame(20, sham_ca=[1, 2, 3] * 6))[("CA", "fpr_sham")]
+    assert small.point == 0 and small.passed is False  # 18 sham items cannot bound 5%
+    clean = _gates(judge_frame(20, sham_ca=[1, 2, 3] * 20))[("CA", "fpr_sham")]
+    assert clean.passed is True and clean.upper == pytest.approx(1 - 0.05 ** (1 / 60))
 
 
 # ----------------------------------------------------------------------------- screening

@@ -180,11 +180,14 @@ def test_coverage_counts_unevaluable_items() -> None:
     cov = run_coverage(item_table(fixture_results()), B=200, seed=0)
     cf, ca, ct, cc = cov["CF"], cov["CA"], cov["CT"], cov["CC"]
     assert (cf.n_judged, cf.counts["kb"], cf.counts["transport"]) == (4, 1, 1)
-    assert cf.rates["invalid"].point == 0.0 and cf.rates["cov"].point == 1.0
+    # the judge's own rates are over the judged items; coverage counts every asked item
+    assert cf.rates["invalid"].point == 0.0 and cf.rates["val"].point == 1.0
+    assert cf.rates["cov"].point == pytest.approx(4 / 6)
+    assert cf.n_not_judged == 2 and cf.rates["not_judged"].point == pytest.approx(2 / 6)
     assert ca.n_judged == 5 and ca.counts["evidence"] == 1
     assert ca.rates["evidence"].point == pytest.approx(0.2)
     assert ca.rates["invalid"].point == pytest.approx(0.2)
-    assert ca.rates["cov"].point == pytest.approx(0.8)
+    assert ca.rates["cov"].point == pytest.approx(4 / 6)
     assert ca.rates["val"].point == pytest.approx(0.8)
     assert ct.rates["abstain"].point == pytest.approx(0.2)
     assert ct.rates["val"].point == pytest.approx(1.0)
