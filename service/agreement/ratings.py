@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from service.contracts import METRICS, ItemResult, ScoreRequest
 from service.errors import UserInputError
 from service.scorefile import describe_validation_error
+from service.scoring.outcomes import metric_outcome
 
 __all__ = [
     "JUDGE_COLUMNS",
@@ -264,8 +265,8 @@ def _metric_rows(result: ItemResult, item_id: str, lineno: int, where: str) -> l
     rows: list[list[Any]] = []
     for metric in METRICS:
         status, score, stage, detail = "invalid", None, "missing", "metric not in the result"
-        if result.error is not None:
-            stage, detail = "input", result.error.detail
+        if result.error is not None:  # the line's own stage, as every coverage count reads it
+            stage, detail = metric_outcome(None, result.error.stage), result.error.detail
         elif metric in result.metrics:
             graded = result.metrics[metric]
             status, score = graded.status, graded.score
@@ -299,8 +300,8 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
 
     Columns: ``item_id, line, metric, status, score, stage, detail, modification_code,
     modification_kind, flip, confidence_calibration``. ``stage`` is missing (NA) for a valid
-    grade, ``abstain`` for an abstention, the failure stage otherwise, ``input`` for a line that
-    was never scored and ``missing`` for a metric the request did not ask for. Lines without an
+    grade, ``abstain`` for an abstention, the failure stage otherwise, the line's error stage
+    (``input``, ``transport``) for a line that was never scored and ``missing`` for a metric the request did not ask for. Lines without an
     item_id cannot be matched to ratings; their line numbers are in
     ``frame.attrs["unidentified_lines"]``.
 

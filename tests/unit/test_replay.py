@@ -136,7 +136,9 @@ def test_factory_builds_replay_with_judge(tmp_path: Path) -> None:
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
-    with pytest.raises(UserInputError, match=r"lexicon:v1.*openai:MODEL.*litellm:MODEL.*replay:FILE") as info:
+    with pytest.raises(
+        UserInputError, match=r"lexicon:v1.*openai:MODEL.*litellm:MODEL.*replay:FILE"
+    ) as info:
         make_evaluator("bogus:thing")
     assert info.value.field == "evaluator"
     with pytest.raises(UserInputError, match="unknown evaluator"):
