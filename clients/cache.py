@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from service.evaluators.base import JudgeResponse, Usage
+from service.private_files import private_file
 
 __all__ = ["ResponseCache", "cache_key"]
 
@@ -75,6 +76,8 @@ class ResponseCache:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._path = str(path)
+        if self._path != ":memory:":
+            private_file(self._path)  # SQLite then creates its WAL/SHM files 0600 too
         self._batch_size = batch_size
         self._pending: dict[str, _Row] = {}
         # Autocommit mode: transactions are opened explicitly in flush(), so reads never wait on

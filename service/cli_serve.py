@@ -8,29 +8,47 @@ unless ``--insecure-no-auth`` says that is intended.
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from service.api.keys import is_loopback
 from service.cli_common import err, fail, settings_from
 from service.errors import FaithJudgeError
 from service.evaluators import evaluator_help
 
-__all__ = ["is_loopback", "register"]
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+__all__ = ["register"]
 
 keys_app = typer.Typer(help="Manage API keys (stored as sha256 hashes).", no_args_is_help=True)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+async def check_job_store(settings: Settings) -> None:
+    """Open (and migrate) the job store once before serving, so that a wrong URL or a database
+    that is down ends ``serve`` with one line naming the cause, not a lifespan traceback."""
+    import anyio
+    from sqlalchemy.engine import make_url
+
+    from service.jobs.store import JobStore
+
+    url = settings.job_store_url
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        shown = url.split("@")[-1]
+    try:
+        with anyio.fail_after(30):
+            store = await JobStore.open(url, schema=settings.database_schema)
+    except Exception as exc:
+        cause = str(exc).splitlines()[0][:300] if str(exc) else ""
+        raise FaithJudgeError(
+            f"cannot open the job store at {shown}: {type(exc).__name__}: {cause}".rstrip(": ")
+        ) from None
+    await store.close()
 
 
 def serve(
@@ -61,6 +79,7 @@ def serve(
 
     from service.api.app import create_app
     from service.api.keys import KeyRing
+    from service.runtime import run_async
 
     try:
         settings = settings_from(
@@ -87,6 +106,7 @@ def serve(
                 f"[yellow]warning:[/yellow] serving on {settings.host} with NO authentication"
             )
         app = create_app(settings)
+        run_async(check_job_store, settings)
     except FaithJudgeError as exc:
         raise fail(exc) from None
     logging.basicConfig(

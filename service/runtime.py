@@ -18,6 +18,7 @@ from service.errors import ConfigError
 from service.evaluators import make_evaluator
 from service.knowledge import load_knowledge_base
 from service.pipeline import Scorer, ScoringParams
+from service.private_files import private_dir
 from service.prompts import load_prompt_set
 from service.scoring.metrics import CalibrationParams
 from service.settings import Settings
@@ -57,7 +58,7 @@ async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIt
     cache = None
     try:
         if settings.cache:
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(settings.data_dir)
             cache = ResponseCache(settings.cache_path)
         caller = JudgeCaller(
             evaluator,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.errors import ConfigError
@@ -89,6 +89,25 @@ class Settings(BaseSettings):
     commit_every: int = Field(default=200, ge=1)
     """Results written per commit (or sooner, see ``commit_interval_s``)."""
     commit_interval_s: float = Field(default=0.5, gt=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, url: str | None) -> str | None:
+        """Plain ``postgresql://`` and ``sqlite:///`` URLs get the drivers FaithJudge ships."""
+        if not url:
+            return None
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            raise ValueError(f"not a database URL: {url!r} (postgresql://USER@HOST/DB)")
+        drivers = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
+                   "postgresql+asyncpg": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite",
+                   "sqlite+aiosqlite": "sqlite+aiosqlite"}  # fmt: skip
+        if scheme not in drivers:
+            raise ValueError(
+                f"unsupported database {scheme!r}: use postgresql://USER@HOST/DB (asyncpg) or "
+                "sqlite:///PATH (aiosqlite)"
+            )
+        return f"{drivers[scheme]}://{rest}"
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> Settings:

@@ -301,9 +301,9 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
     Columns: ``item_id, line, metric, status, score, stage, detail, modification_code,
     modification_kind, flip, confidence_calibration``. ``stage`` is missing (NA) for a valid
     grade, ``abstain`` for an abstention, the failure stage otherwise, the line's error stage
-    (``input``, ``transport``) for a line that was never scored and ``missing`` for a metric the request did not ask for. Lines without an
-    item_id cannot be matched to ratings; their line numbers are in
-    ``frame.attrs["unidentified_lines"]``.
+    (``input``, ``transport``) for a line that was never scored and ``missing`` for a metric
+    the request did not ask for. Lines without an item_id cannot be matched to ratings; their
+    line numbers are in ``frame.attrs["unidentified_lines"]``.
 
     Raises:
         UserInputError: naming file and line for a line that is not an ItemResult, a repeated

@@ -10,6 +10,7 @@ so ``faithjudge keys create`` takes effect on a running service.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import secrets
@@ -19,13 +20,26 @@ from pathlib import Path
 from typing import Any
 
 from service.errors import ConfigError
+from service.private_files import private_dir
 from service.settings import Settings
 
-__all__ = ["LIMIT_NAMES", "KeyRing", "create_key", "hash_key"]
+__all__ = ["LIMIT_NAMES", "KeyRing", "create_key", "hash_key", "is_loopback"]
 
 LIMIT_NAMES = ("max_active_batches", "max_batch_lines", "max_body_bytes")
 _KEY_PREFIX = "fj_"
 _RECHECK_S = 1.0
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (IPv4 127/8, IPv6 ::1, mapped forms)."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def hash_key(key: str) -> str:
@@ -34,14 +48,21 @@ def hash_key(key: str) -> str:
 
 @dataclass
 class KeyRing:
-    """Key hashes -> tenants; ``configured`` is False when no key exists at all (dev mode)."""
+    """Key hashes -> tenants; ``configured`` is False when no key exists at all (dev mode).
+
+    Fails closed: once any key has been seen, ``configured`` stays True for the life of the
+    process. A keys file deleted or emptied while serving leaves no valid key (every request is
+    401), never an open service; an unreadable one raises ``ConfigError`` (503).
+    """
 
     path: Path
     env_hashes: dict[str, str] = field(default_factory=dict)
     _file_hashes: dict[str, str] = field(default_factory=dict)
     _limits: dict[str, dict[str, int]] = field(default_factory=dict)
-    _mtime: float | None = None
+    _mtime: tuple[int, int] | None = None
     _checked: float = 0.0
+    _ever_configured: bool = False
+    _broken: ConfigError | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KeyRing:
@@ -66,7 +87,7 @@ class KeyRing:
     @property
     def configured(self) -> bool:
         self.refresh()
-        return bool(self.env_hashes or self._file_hashes)
+        return self._ever_configured
 
     def tenant_for(self, key: str) -> str | None:
         self.refresh()
@@ -81,17 +102,34 @@ class KeyRing:
     def refresh(self, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._checked < _RECHECK_S:
+            if self._broken is not None:
+                raise self._broken
             return
         self._checked = now
+        self._broken = None
+        self._ever_configured |= bool(self.env_hashes)
         try:
-            mtime = self.path.stat().st_mtime
+            stat = self.path.stat()
         except FileNotFoundError:
             self._file_hashes, self._limits, self._mtime = {}, {}, None
             return
+        except OSError as exc:  # a keys file we cannot even look at: closed, and say why
+            self._file_hashes, self._limits = {}, {}
+            self._ever_configured = True
+            self._broken = ConfigError(f"cannot read the API keys file {self.path}: {exc}")
+            raise self._broken from exc
+        mtime = (stat.st_mtime_ns, stat.st_size)
         if not force and mtime == self._mtime:
             return
-        self._file_hashes, self._limits = _read_keys_file(self.path)
+        try:
+            self._file_hashes, self._limits = _read_keys_file(self.path)
+        except ConfigError as exc:
+            # a broken keys file closes the service (503) until it is mended
+            self._file_hashes, self._limits, self._mtime = {}, {}, None
+            self._ever_configured, self._broken = True, exc
+            raise
         self._mtime = mtime
+        self._ever_configured |= bool(self._file_hashes)
 
 
 def _read_keys_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -144,7 +182,7 @@ def create_key(path: Path, tenant: str) -> str:
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

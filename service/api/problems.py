@@ -7,6 +7,7 @@ Nothing reaches a client as a traceback or a bare 500 page: an unexpected except
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from http import HTTPStatus
 from typing import Any
 
@@ -14,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from service.api.wire import PROBLEM_JSON, Problem, ProblemItem
 from service.errors import ConfigError, FaithJudgeError, UserInputError
@@ -24,9 +26,12 @@ from service.jobs.ingest import (
     NothingAccepted,
     TooManyActiveBatches,
 )
+from service.jobs.store import StoreUnavailable
 
 __all__ = ["ApiError", "install_handlers", "problem_response"]
 
+# Seconds a client should wait before retrying while the job store is unreachable.
+STORE_RETRY_AFTER = "5"
 log = logging.getLogger("faithjudge.api")
 
 
@@ -88,6 +93,30 @@ def _validation_items(errors: Any) -> list[ProblemItem]:
     return items
 
 
+def _leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
+    for route in routes:
+        nested = getattr(route, "original_router", None) or getattr(route, "router", None)
+        if nested is not None and hasattr(nested, "routes"):
+            yield from _leaf_routes(nested.routes)
+        else:
+            yield route
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path."""
+    methods: set[str] = set()
+    for route in _leaf_routes(request.app.router.routes):
+        route_methods = getattr(route, "methods", None)
+        if not route_methods:
+            continue
+        match, _ = route.matches({**request.scope, "method": next(iter(route_methods))})
+        if match != Match.NONE:
+            methods |= set(route_methods)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -98,9 +127,12 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-        return problem_response(
-            request, exc.status_code, detail, headers=getattr(exc, "headers", None)
-        )
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            # the router names the methods of the first route whose path matched; the path
+            # may have more (GET and DELETE on a batch)
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        return problem_response(request, exc.status_code, detail, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -119,6 +151,13 @@ def install_handlers(app: FastAPI) -> None:
         elif exc.field:
             errors = [ProblemItem(field=exc.field, reason=str(exc))]
         return problem_response(request, status, str(exc), errors=errors)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return problem_response(
+            request, 503, f"{exc}; try again shortly", headers={"Retry-After": STORE_RETRY_AFTER}
+        )
 
     @app.exception_handler(ConfigError)
     async def _config(request: Request, exc: ConfigError) -> JSONResponse:

@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from service import __version__
 from service.api.app import AppState
-from service.api.keys import LIMIT_NAMES
+from service.api.keys import LIMIT_NAMES, is_loopback
 from service.api.problems import ApiError
 from service.api.uploads import batch_body
 from service.api.wire import (
@@ -123,11 +123,20 @@ def _store(state: Annotated[AppState, Depends(_state)]) -> JobStore:
 
 
 def _tenant(
+    request: Request,
     state: Annotated[AppState, Depends(_state)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
     if not state.keys.configured:
-        return DEV_TENANT  # loopback-only dev mode (the CLI refuses anything else)
+        # dev mode answers loopback clients only, for the life of the process, whatever the
+        # bind address the process was started with
+        client = request.client.host if request.client is not None else ""
+        if is_loopback(client) or state.settings.insecure_no_auth:
+            return DEV_TENANT
+        raise ApiError(
+            403,
+            "this service has no API keys and answers loopback clients only",
+        )
     unauthorized = {"WWW-Authenticate": "Bearer"}
     if credentials is None or not credentials.credentials:
         raise ApiError(
@@ -139,7 +148,16 @@ def _tenant(
     return tenant
 
 
+def _json_body(request: Request) -> None:
+    """415 for a body that is not JSON, before anything tries to read it as JSON."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and
+                                             media.endswith("+json")):  # fmt: skip
+        raise ApiError(415, f"send the ScoreRequest as application/json, not {media or 'no type'}")
+
+
 State = Annotated[AppState, Depends(_state)]
+JsonBody = Annotated[None, Depends(_json_body)]
 Store = Annotated[JobStore, Depends(_store)]
 Tenant = Annotated[str, Depends(_tenant)]
 BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
@@ -162,12 +180,13 @@ async def _batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:
     tags=["scoring"],
     responses={
         200: {"content": {"application/json": {"example": _EXAMPLE_RESULT}}},
-        **_problems(401, 413, 422),
+        **_problems(401, 413, 415, 422),
     },
 )
 async def score(
     state: State,
     _tenant_name: Tenant,
+    _json: JsonBody,
     body: Annotated[
         ScoreRequest,
         Body(

@@ -34,9 +34,11 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from service.errors import FaithJudgeError
 from service.jobs.schema import (
     DONE,
     LEASED,
@@ -46,6 +48,7 @@ from service.jobs.schema import (
     batch_lines,
     batches,
 )
+from service.private_files import private_file
 
 __all__ = [
     "ACTIVE_STATES",
@@ -56,6 +59,7 @@ __all__ = [
     "IdempotencyConflict",
     "JobStore",
     "LineCounts",
+    "StoreUnavailable",
     "new_batch_id",
 ]
 
@@ -76,18 +80,43 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class StoreUnavailable(FaithJudgeError):
+    """The job store cannot be reached (the API answers 503 with Retry-After; workers wait)."""
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A failure of the connection to the database, not of the statement or of our code."""
+    if isinstance(exc, OperationalError | InterfaceError | PoolTimeout):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, OSError | TimeoutError):
+        return True
+    # asyncpg's own connection errors, when they reach us unwrapped
+    return type(exc).__module__.startswith("asyncpg") and "Connection" in type(exc).__name__
+
+
 def _shielded(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Let a store call finish even if its caller is cancelled.
+    """Let a store call finish even if its caller is cancelled; name an unreachable database.
 
     A statement cut off by cancellation invalidates its pooled connection, and closing an
     aiosqlite connection from a cancelled task can hang; every call here is short, so it runs to
-    the end and the cancellation takes effect right after.
+    the end and the cancellation takes effect right after. A lost or refused connection comes
+    out as ``StoreUnavailable`` with its cause, which the API turns into a 503.
     """
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with anyio.CancelScope(shield=True):
-            return await method(*args, **kwargs)
+            try:
+                return await method(*args, **kwargs)
+            except Exception as exc:
+                if not _unreachable(exc):
+                    raise
+                cause = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+                raise StoreUnavailable(
+                    f"the job store is unreachable ({type(exc).__name__}: {cause})"
+                ) from exc
 
     return wrapper
 
@@ -170,7 +199,7 @@ class JobStore:
         if url.startswith("sqlite"):
             path = url.split(":///", 1)[1] if ":///" in url else ""
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                private_file(path)  # every tenant's CoTs: 0600, and its WAL/SHM files with it
             writer = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=120)
             reader = create_async_engine(url, pool_size=4, max_overflow=4)
             _sqlite_setup(writer, immediate=True)

@@ -18,7 +18,7 @@ import anyio.abc
 import orjson
 
 from service.contracts import Failure, ItemResult, ScoreRequest
-from service.jobs.store import ClaimedLine, DoneLine, JobStore
+from service.jobs.store import ClaimedLine, DoneLine, JobStore, StoreUnavailable
 from service.pipeline import Scorer
 from service.scorefile import parse_line
 from service.settings import Settings
@@ -121,6 +121,10 @@ class Worker:
                             limit=min(room, settings.claim_size),
                             lease_s=settings.lease_s,
                         )
+                except StoreUnavailable as exc:
+                    log.warning("claiming work: %s; retrying", exc)
+                    await anyio.sleep(1.0)
+                    continue
                 except Exception:
                     log.exception("claiming work failed; retrying")
                     await anyio.sleep(1.0)
@@ -165,6 +169,9 @@ class Worker:
             self._flush_now = anyio.Event()
             try:
                 await self._flush()
+            except StoreUnavailable as exc:
+                log.warning("writing results: %s; retrying", exc)
+                await anyio.sleep(1.0)
             except Exception:
                 log.exception("writing results failed; retrying")
                 await anyio.sleep(1.0)
@@ -187,5 +194,7 @@ class Worker:
             await anyio.sleep(period)
             try:
                 await self.store.renew(self.owner, lease_s=self._settings.lease_s)
+            except StoreUnavailable as exc:
+                log.warning("renewing leases: %s", exc)
             except Exception:
                 log.warning("renewing leases failed", exc_info=True)

@@ -69,3 +69,32 @@ def test_keys_create_prints_the_key_once_and_stores_its_hash(tmp_path: Path) -> 
     broken.write_text("{not json")
     bad = runner.invoke(app, ["keys", "create", "--tenant", "x", "--keys-file", str(broken)])
     assert bad.exit_code == 3 and "cannot read the API keys file" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/test", "cannot open the job store at "
+         "postgresql+asyncpg://postgres@127.0.0.1:1/test: ConnectionRefusedError"),
+        ("mysql://root@127.0.0.1/test", "unsupported database 'mysql'"),
+        ("no-scheme-at-all", "not a database URL"),
+    ],
+)  # fmt: skip
+def test_a_database_that_cannot_be_opened_ends_serve_with_one_line(
+    tmp_path: Path, started: list[dict[str, Any]], url: str, message: str
+) -> None:
+    result = runner.invoke(app, ["serve", "--data-dir", str(tmp_path), "--database-url", url])
+    assert result.exit_code == 3, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert started == []
+
+
+def test_a_plain_postgresql_url_gets_the_shipped_driver() -> None:
+    from service.settings import Settings
+
+    settings = Settings(database_url="postgresql://postgres@127.0.0.1:5432/test")
+    assert settings.job_store_url == "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+    assert Settings(database_url="sqlite:////tmp/x.db").job_store_url == (
+        "sqlite+aiosqlite:////tmp/x.db"
+    )
