@@ -34,6 +34,7 @@ BENCHMARKS = (
     "service_batch_throughput",
     "service_batch_memory",
     "audit_scale",
+    "cli_process",
 )
 
 

@@ -39,7 +39,8 @@ def export_items(items: pd.DataFrame, path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if suffix == ".csv":
-            flat.to_csv(path, index=False)
+            # scores and rates to 4 decimals: 0.6667, not 0.6666666666666666
+            flat.to_csv(path, index=False, float_format="%.4g")
         else:
             flat.to_parquet(path, index=False)
     except OSError as exc:

@@ -201,6 +201,11 @@ def _quality(report: Report, limits: dict[str, float]) -> list[Check]:
     return checks
 
 
+def _pp(value: Any) -> str:
+    """A difference in % points, two decimals (n/a when missing)."""
+    return "n/a" if value is None or pd.isna(value) else f"{float(value):+.2f}"
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}%"
 
@@ -234,8 +239,8 @@ def _regression(report: Report) -> list[Check]:
         diff = None if pd.isna(row["diff"]) else float(row["diff"])
         ok = None if diff is None else not bool(row["regression"])
         detail = (f"{row['stat']}: {_pct(row['baseline'])} -> {_pct(row['candidate'])}, "
-                  f"diff {diff if diff is None else round(diff, 2)} pp "
-                  f"[{row['low']}, {row['high']}] over {row['n_pairs']} pairs")  # fmt: skip
+                  f"diff {_pp(diff)} pp [{_pp(row['low'])}, {_pp(row['high'])}] "
+                  f"over {row['n_pairs']} pairs")  # fmt: skip
         checks.append(Check("regression", f"{row['stat']} vs baseline", float(row["tolerance"]),
                             diff, ok, detail))  # fmt: skip
     return checks

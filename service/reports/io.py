@@ -116,8 +116,17 @@ def read_cots(path: Path) -> dict[str, str]:
     return cots
 
 
+def _umask() -> int:
+    current = os.umask(0)  # the only way to read it; set straight back
+    os.umask(current)
+    return current
+
+
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (a reader never sees half a report).
+
+    The report gets the mode of any file the user creates (0666 less the umask), as the result
+    lines do; a temporary file would otherwise leave it 0600.
 
     Raises:
         ReportInputError: the file cannot be written.
@@ -128,6 +137,7 @@ def write_text(path: Path, text: str) -> None:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

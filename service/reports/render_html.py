@@ -193,9 +193,18 @@ def _value(frame: pd.DataFrame, group: str, stat: str) -> float | None:
     return None if cell.empty or pd.isna(cell.iloc[0]) else float(cell.iloc[0])
 
 
+# What the highlight colours of verified quotes mean (the mark classes of ``highlight``).
+_QUOTE_LEGEND = (
+    '<p class="legend">Verified quotes: <mark class="CF">clinical fidelity (CF)</mark> '
+    '<mark class="CA">causal attribution (CA)</mark> '
+    '<mark class="CT">confidence tone (CT)</mark> '
+    '<mark class="multi">quoted for more than one metric</mark></p>'
+)
+
+
 def _items(report: Report, cots: Mapping[str, str] | None, max_items: int) -> str:
     items = report.items
-    parts = [f"<h2>Items ({min(max_items, len(items))} of {len(items)})</h2>"]
+    parts = [f"<h2>Items ({min(max_items, len(items))} of {len(items)})</h2>", _QUOTE_LEGEND]
     for row in items.head(max_items).itertuples(index=False):
         scores = " ".join(
             f"{lab} {int(getattr(row, f'{lab}_score'))}"
