@@ -188,6 +188,8 @@ def _decode_image(data: str, generator: Generator) -> Any:
                 path,
                 max_bytes=generator.options.max_image_bytes,
                 max_pixels=generator.options.max_image_pixels,
+                max_decoded_bytes=generator.options.max_image_decoded_bytes,
+                max_side=generator.options.max_image_side,
             )
         except images.ImageError as exc:
             return Issue("image_error", str(exc))

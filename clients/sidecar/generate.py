@@ -193,6 +193,10 @@ class GenerationOptions:
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     max_image_bytes: int = 50_000_000
     max_image_pixels: int = 64_000_000
+    max_image_decoded_bytes: int = 256 * 2**20
+    """Memory an image may take once decoded (a small PNG can declare 8000x8000 pixels)."""
+    max_image_side: int | None = 2048
+    """Longer side an image is downscaled to on load (VLM processors resize smaller anyway)."""
 
     def describe(self) -> dict[str, Any]:
         prompt = load_inference_prompt(self.prompt_version)
@@ -325,6 +329,8 @@ class Generator:
             path,
             max_bytes=self.options.max_image_bytes,
             max_pixels=self.options.max_image_pixels,
+            max_decoded_bytes=self.options.max_image_decoded_bytes,
+            max_side=self.options.max_image_side,
         )
         return self._images.preprocess(raw)
 

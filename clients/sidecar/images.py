@@ -23,6 +23,7 @@ from service.errors import UserInputError
 __all__ = [
     "ALLOWED_FORMATS",
     "ImageError",
+    "decoded_bytes",
     "load_image",
     "mean_colour",
     "pad_to_square",
@@ -43,6 +44,12 @@ class ImageError(UserInputError, ValueError):
         super().__init__(f"image {str(path)!r}: {detail}", field="image")
         self.path = str(path)
         self.reason = reason
+
+
+def _unusable(name: str, exc: OSError) -> ImageError:
+    # the name is cut: an issue line quoting a 5,000-character name helps no one
+    shown = name if len(name) <= 200 else f"{name[:200]}... ({len(name):,} characters)"
+    return ImageError(shown, "bad_name", f"the path cannot be used ({exc.strerror or exc})")
 
 
 def resolve_image_path(name: str, *, root: Path) -> Path:
@@ -69,9 +76,13 @@ def resolve_image_path(name: str, *, root: Path) -> Path:
         if raw.is_absolute():
             raise ImageError(name, "absolute_outside_root", f"absolute path outside {base}")
         raise ImageError(name, "traversal", f"the path leaves the images root {base}")
-    if not candidate.exists():
+    try:
+        exists, regular = candidate.exists(), candidate.is_file()
+    except OSError as exc:  # a name longer than the file system allows, a permission error
+        raise _unusable(name, exc) from None
+    if not exists:
         raise ImageError(name, "not_found", f"no such file under {base}")
-    if not candidate.is_file():
+    if not regular:
         raise ImageError(name, "not_a_file", "the path is not a regular file")
     return candidate
 
@@ -118,20 +129,41 @@ def _open_header(path: Path, data: bytes, max_pixels: int, formats: tuple[str, .
             Image.MAX_IMAGE_PIXELS = previous
 
 
+def decoded_bytes(img: Image.Image) -> int:
+    """What decoding ``img`` costs in memory: PIL stores 1, 2 or 4 bytes per pixel by mode."""
+    width, height = img.size
+    return width * height * _BYTES_PER_PIXEL.get(img.mode, 4)
+
+
+# PIL's in-memory pixel size per mode (RGB is stored padded to 4 bytes).
+_BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2,
+                    "LA": 4, "La": 4, "PA": 4}  # fmt: skip
+
+
 def load_image(
     path: Path,
     *,
     max_bytes: int = 50_000_000,
     max_pixels: int = 64_000_000,
+    max_decoded_bytes: int = 256 * 2**20,
+    max_side: int | None = None,
     formats: tuple[str, ...] = ALLOWED_FORMATS,
 ) -> Image.Image:
-    """Decode one image with size and pixel limits; the mode is kept, EXIF orientation applied.
+    """Decode one image with size, pixel and memory limits; the mode is kept, EXIF applied.
 
-    The header's dimensions are checked against ``max_pixels`` before any pixel is decoded.
+    The header's dimensions are checked against ``max_pixels`` and the memory decoding would
+    take (``decoded_bytes``) against ``max_decoded_bytes`` before any pixel is decoded: a small
+    file can declare a huge image. With ``max_side`` (the model's processor resizes anyway) a
+    larger image is downscaled on load, keeping its aspect ratio: JPEGs are decoded at a reduced
+    scale, others resized right after decoding, before any array copy multiplies the cost.
     Raises ImageError for empty, oversized, truncated, corrupt or non-image files.
     """
     path = Path(path)
-    if path.exists() and not path.is_file():  # a directory, FIFO or device would block or lie
+    try:
+        special = path.exists() and not path.is_file()
+    except OSError as exc:
+        raise _unusable(str(path), exc) from None
+    if special:  # a directory, FIFO or device would block or lie
         raise ImageError(path, "not_a_file", "the path is not a regular file")
     data = _read_capped(path, max_bytes)
     img = _open_header(path, data, max_pixels, formats)
@@ -144,15 +176,37 @@ def load_image(
             "too_many_pixels",
             f"{width}x{height} = {width * height:,} pixels exceeds the limit of {max_pixels:,}",
         )
+    if max_side is not None and max(width, height) > max_side and img.format == "JPEG":
+        img.draft(img.mode, (max_side, max_side))  # the decoder scales by 1/2, 1/4 or 1/8
+    cost = decoded_bytes(img)
+    if cost > max_decoded_bytes:
+        raise ImageError(
+            path,
+            "too_much_memory",
+            f"{width}x{height} {img.mode} would take {cost / 2**20:,.0f} MiB to decode, more "
+            f"than the limit of {max_decoded_bytes / 2**20:,.0f} MiB",
+        )
     try:
         img.load()
-        img = ImageOps.exif_transpose(img)
+        if max_side is not None and max(img.size) > max_side:
+            img = _downscaled(img, max_side)
+        ImageOps.exif_transpose(img, in_place=True)  # a copy would double the peak
     except OSError as exc:
         reason = "truncated" if "truncated" in str(exc).lower() else "corrupt"
         raise ImageError(path, reason, f"the image data cannot be decoded ({exc})") from None
     except (SyntaxError, ValueError, EOFError, IndexError, MemoryError) as exc:
         raise ImageError(path, "corrupt", f"the image data cannot be decoded ({exc})") from None
     return img
+
+
+def _downscaled(img: Image.Image, max_side: int) -> Image.Image:
+    """``img`` with its longer side ``max_side``, aspect kept (reducing first, then Lanczos)."""
+    scale = max_side / max(img.size)
+    size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+    try:
+        return img.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
+    except ValueError:  # a mode Lanczos does not take (16-bit grey on older Pillow)
+        return img.resize(size, Image.Resampling.NEAREST)
 
 
 def _grey_or_colour_array(img: Image.Image) -> np.ndarray:
