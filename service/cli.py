@@ -140,27 +140,30 @@ def _print_summary(summary: RunSummary, output: Path) -> None:
     table.add_row("read", str(summary.total_lines))
     table.add_row("already in output (skipped)", str(summary.skipped))
     table.add_row("input errors", str(summary.input_errors))
+    table.add_row("answers outside the options (CF still graded)", str(summary.answers_off_options))
     err.print(table)
     metrics = Table(title="coverage (this run)", show_header=True)
-    for column in ("metric", "valid", *JUDGED[1:], "judged", *NOT_JUDGED, "not judged", "cov"):
+    for column in ("metric", "valid", "judge failures", "not judged", "cov"):
         metrics.add_column(column, justify="left" if column == "metric" else "right")
     for metric, counts in summary.outcomes.items():
-        judged = sum(counts[o] for o in JUDGED)
-        not_judged = sum(counts[o] for o in NOT_JUDGED)
-        if judged + not_judged == 0:
+        if sum(counts[o] for o in (*JUDGED, *NOT_JUDGED)) == 0:
             continue
         cov = summary.coverage(metric)["cov"]
         metrics.add_row(
             _SHORT[metric],
-            *(str(counts[o]) for o in JUDGED),
-            str(judged),
-            *(str(counts[o]) for o in NOT_JUDGED),
-            str(not_judged),
+            str(counts["valid"]),
+            _listed(counts, JUDGED[1:]),
+            _listed(counts, NOT_JUDGED),
             "-" if cov is None else f"{100 * cov:.1f}%",
         )
     err.print(metrics)
     if summary.total_lines <= _ITEM_TABLE_MAX_LINES:
         _print_items(output)
+
+
+def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
+    parts = [f"{outcome} {counts[outcome]}" for outcome in outcomes if counts[outcome]]
+    return ", ".join(parts) or "0"
 
 
 _ITEM_TABLE_MAX_LINES = 20

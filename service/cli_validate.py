@@ -190,17 +190,31 @@ def reader_study_requests_command(
     input_path: Annotated[Path, typer.Argument(metavar="READER.jsonl", help="Reader-study rows.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="ScoreRequest lines to write.")],
 ) -> None:
-    """Turn reader-study rows into ScoreRequest lines (then run "faithjudge score" on them)."""
-    import orjson
+    """Turn reader-study rows into ScoreRequest lines (then run "faithjudge score" on them).
 
-    from service.agreement.ratings import reader_study_requests
+    Every row becomes one line, in order: a row that cannot be converted is written as close to
+    a request as it gets and listed here; "faithjudge score" gives it an error result naming
+    the field. Exit 0 when at least one row converts, 4 when none does.
+    """
+    from rich.markup import escape
+
+    from service.agreement.ratings import reader_study_lines
+    from service.cli_common import ExitCode
 
     try:
-        lines = [orjson.dumps(request) for request in reader_study_requests(input_path)]
+        converted = list(reader_study_lines(input_path))
     except FaithJudgeError as exc:
         raise fail(exc) from None
-    _write_atomically(output, lines)
-    err.print(f"{len(lines)} requests -> {output}", highlight=False)
+    _write_atomically(output, [line for _, line, _ in converted])
+    problems = [(row, why) for row, _, why in converted if why is not None]
+    good = len(converted) - len(problems)
+    err.print(f"{good} requests, {len(problems)} rows with problems -> {output}", highlight=False)
+    for row, why in problems[:50]:
+        err.print(f"  {input_path}:{row}: {escape(why)}", highlight=False)
+    if len(problems) > 50:
+        err.print(f"  ... and {len(problems) - 50} more", highlight=False)
+    if good == 0:
+        raise fail(f"no row of {input_path} converts to a request", ExitCode.NOTHING_SCORED)
 
 
 def register(app: typer.Typer) -> None:

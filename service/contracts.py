@@ -7,12 +7,16 @@ knowledge-base entry or scoring happens elsewhere.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 __all__ = [
+    "MAX_ANSWER_CHARS",
+    "MAX_COT_CHARS",
     "METRICS",
+    "NO_BASELINE",
     "Baseline",
     "CacheStats",
     "Concept",
@@ -36,6 +40,7 @@ __all__ = [
     "QuoteResult",
     "ScoreRequest",
     "TokenUsage",
+    "non_finite_path",
 ]
 
 Metric = Literal["clinical_fidelity", "causal_attribution", "confidence_tone"]
@@ -51,15 +56,22 @@ ModificationKind = Literal[
     "baseline", "placebo", "bias", "attention", "removal", "substitution", "degradation", "rewrite"
 ]
 
+# Input limits, sized from real model output (schemas/README.md lists them with the sources):
+# CoTs of the reader study run to 9,000 characters; answer fields often hold the whole reply
+# (a JSON object with thought and answer, or tagged text): 1,046 characters in the dev split,
+# past 4,000 in the public release, so 20,000 leaves room without admitting unbounded input.
 MAX_COT_CHARS = 100_000
+MAX_ANSWER_CHARS = 20_000
 NonEmpty = Annotated[str, StringConstraints(min_length=1, max_length=2_000)]
 ShortText = Annotated[str, StringConstraints(max_length=2_000)]
+AnswerText = Annotated[str, StringConstraints(max_length=MAX_ANSWER_CHARS)]
 ContextValue = str | int | float | bool
 
 
 class _Strict(BaseModel):
-    # strict: JSON "1" is not the integer 1, exactly as the JSON Schemas say
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # strict: JSON "1" is not the integer 1, exactly as the JSON Schemas say; NaN and infinity
+    # are not JSON numbers, whatever a lenient parser let through
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------- knowledge base entries
@@ -121,7 +133,7 @@ class Baseline(_Strict):
     """The unmodified-input run, used to decide flips."""
 
     cot: Annotated[str, StringConstraints(max_length=MAX_COT_CHARS)] | None = None
-    answer: ShortText | None = None
+    answer: AnswerText | None = None
 
 
 class Modification(_Strict):
@@ -143,7 +155,7 @@ class ScoreRequest(_Strict):
     )
     ground_truth: NonEmpty
     cot: Annotated[str, StringConstraints(max_length=MAX_COT_CHARS)]
-    answer: ShortText | None = None
+    answer: AnswerText | None = None
     baseline: Baseline | None = None
     modification: Modification | None = None
     kb_entry: KBEntry | None = None
@@ -161,6 +173,31 @@ class ScoreRequest(_Strict):
         if len(set(value)) != len(value):
             raise ValueError("metrics must not repeat a metric")
         return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _finite_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        where = non_finite_path(value, "metadata")
+        if where is not None:
+            raise ValueError(f"{where} is NaN or infinite: not a JSON number")
+        return value
+
+
+def non_finite_path(node: Any, where: str) -> str | None:
+    """The path of the first NaN or infinite number in ``node`` (from ``where``), if any."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return where
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found = non_finite_path(value, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            found = non_finite_path(value, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 # ---------------------------------------------------------------- result line
@@ -251,6 +288,9 @@ class ItemResult(_Strict):
     modification: ModificationResolved | None = None
     answer: str | None = None
     answer_raw: str | None = None
+    answer_in_options: bool | None = None
+    """False when the model gave an answer that maps to no option (CF is still graded, against
+    the ground truth's KB entry); None when it gave none or the question lists no options."""
     correct: bool | None = None
     flip: FlipResult | None = None
     metrics: dict[Metric, MetricResult] = Field(default_factory=dict)

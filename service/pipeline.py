@@ -45,6 +45,7 @@ from service.scoring.answers import (
     is_correct,
     normalize_answer,
     parse_question,
+    read_answer_field,
 )
 from service.scoring.metrics import CalibrationParams, confidence_calibration
 from service.scoring.modifications import describe_modification, resolve_modification
@@ -63,9 +64,20 @@ class ScoringParams:
     min_ordinal_flip_grades: int = 2
 
 
-def input_error_result(line: int | None, detail: str, *, item_id: str | None = None) -> ItemResult:
-    """The result line for input that could not be read as a ScoreRequest."""
-    return ItemResult(line=line, item_id=item_id, error=Failure(stage="input", detail=detail))
+def input_error_result(
+    line: int | None, detail: str, *, readable: Mapping[str, Any] | None = None
+) -> ItemResult:
+    """The result line for input that could not be read as a ScoreRequest.
+
+    ``readable`` is the line's JSON object, when it was one: what can be read of it (item_id,
+    model, question) stays in the result, so reports attribute the error to its model.
+    """
+    kept: dict[str, str] = {}
+    for key in ("item_id", "model", "question"):
+        value = (readable or {}).get(key)
+        if isinstance(value, str) and 0 < len(value) <= 2_000:
+            kept[key] = value
+    return ItemResult(line=line, **kept, error=Failure(stage="input", detail=detail))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +138,7 @@ class Scorer:
             prepared = self._prepare(request)
         except UserInputError as exc:
             detail = f"{exc.field}: {exc}" if exc.field else str(exc)
-            return input_error_result(line, detail, item_id=request.item_id)
+            return input_error_result(line, detail, readable=request.model_dump())
 
         results: dict[Metric, MetricResult] = {}
         responses: dict[Metric, JudgeResponse] = {}
@@ -153,6 +165,11 @@ class Scorer:
             modification=prepared.modification,
             answer=prepared.answer,
             answer_raw=prepared.answer_raw,
+            answer_in_options=(
+                None
+                if not prepared.spec.options or not (prepared.answer_raw or "").strip()
+                else prepared.answer is not None
+            ),
             correct=is_correct(prepared.answer, request.ground_truth, prepared.spec),
             flip=prepared.flip,
             metrics={m: results[m] for m in request.metrics},
@@ -181,16 +198,21 @@ class Scorer:
                 question_type=spec.kind,
             )
 
-        answer_raw = request.answer if request.answer is not None else extract_answer(request.cot)
-        answer = canonical(answer_raw)
+        # an answer field may hold the whole reply: read it as the CoT is read, keep it raw
+        if request.answer is not None:
+            answer_raw: str | None = request.answer
+            answer = canonical(read_answer_field(request.answer))
+        else:
+            answer_raw = extract_answer(request.cot)
+            answer = canonical(answer_raw)
         if request.baseline is None:
             flip = FlipResult(value=None, reason=NO_BASELINE)
         else:
-            base_raw = request.baseline.answer
-            if base_raw is None and request.baseline.cot is not None:
-                base_raw = extract_answer(request.baseline.cot)
+            base_answer = read_answer_field(request.baseline.answer)
+            if base_answer is None and request.baseline.cot is not None:
+                base_answer = extract_answer(request.baseline.cot)
             decided = decide_flip(
-                canonical(base_raw),
+                canonical(base_answer),
                 answer,
                 spec,
                 min_ordinal_grades=self._params.min_ordinal_flip_grades,

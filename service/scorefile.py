@@ -7,6 +7,7 @@ that stops part-way resumes: lines whose results are already in the output are s
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ import anyio.abc
 import orjson
 from pydantic import ValidationError
 
-from service.contracts import METRICS, ItemResult, ScoreRequest
+from service.contracts import METRICS, ItemResult, ScoreRequest, non_finite_path
 from service.errors import FaithJudgeError, UserInputError
 from service.pipeline import Scorer, input_error_result
 from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
@@ -38,6 +39,7 @@ class RunSummary:
     skipped: int = 0
     scored: int = 0
     input_errors: int = 0
+    answers_off_options: int = 0
     outcomes: dict[str, dict[str, int]] = field(
         default_factory=lambda: {metric: count_outcomes(()) for metric in METRICS}
     )
@@ -47,6 +49,8 @@ class RunSummary:
         error_stage = result.error.stage if result.error is not None else None
         if error_stage is not None:
             self.input_errors += 1
+        if result.answer_in_options is False:
+            self.answers_off_options += 1
         for metric, counts in self.outcomes.items():
             counts[metric_outcome(result.metrics.get(metric), error_stage)] += 1
 
@@ -72,7 +76,12 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 
 def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
-    """Parse one JSONL line into a request, or into the error result that replaces it."""
+    """Parse one JSONL line into a request, or into the error result that replaces it.
+
+    The error names the line and the field, and keeps what could be read of the line (item_id,
+    model, question). NaN, Infinity and numbers too large for a double are not JSON numbers: such
+    a line is an error line naming where, never a crash that stops the file.
+    """
     try:
         return ScoreRequest.model_validate_json(raw)
     except ValidationError as exc:
@@ -81,12 +90,24 @@ def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
+        return _unparsable(raw, line, exc)
     if not isinstance(data, dict):
         return input_error_result(line, f"line {line}: expected a JSON object")
-    item_id = data.get("item_id") if isinstance(data.get("item_id"), str) else None
     detail = f"line {line}: {describe_validation_error(error)}"
-    return input_error_result(line, detail, item_id=item_id)
+    return input_error_result(line, detail, readable=data)
+
+
+def _unparsable(raw: bytes, line: int, exc: orjson.JSONDecodeError) -> ItemResult:
+    """The error result of a line orjson refuses; a lenient read finds non-finite numbers."""
+    try:
+        lenient = json.loads(raw)
+    except (ValueError, RecursionError):
+        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
+    where = non_finite_path(lenient, "") if isinstance(lenient, dict) else None
+    if where is None:
+        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
+    detail = f"line {line}: {where.lstrip('.')}: NaN or infinity is not a JSON number"
+    return input_error_result(line, detail, readable=lenient)
 
 
 def _first_error(group: BaseExceptionGroup) -> FaithJudgeError | None:

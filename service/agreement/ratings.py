@@ -199,43 +199,49 @@ def load_reader_study(path: Path | str) -> pd.DataFrame:
     return _frame(records, path)
 
 
-def reader_study_request(row: dict[str, Any], where: str) -> dict[str, Any]:
-    """One reader-study row as a ScoreRequest line (a plain dict, validated).
+def reader_study_mapping(row: dict[str, Any]) -> dict[str, Any]:
+    """A reader-study row's fields as a ScoreRequest line, not yet validated.
 
     The scored CoT is the modified one; the baseline run gives the flip; the injected answer is
-    the modification's target.
-
-    Raises:
-        UserInputError: the row lacks a required field or does not make a valid ScoreRequest.
+    the modification's target. Fields the row lacks are left out, so that validating the line
+    names exactly what is missing.
     """
-    for key in ("item_id", "question", "ground_truth", "modification"):
-        _non_empty_str(row, key, where)
-    if not isinstance(row.get("modified_cot"), str):
-        raise UserInputError(f"{where}: 'modified_cot' must be a string", field=where)
     baseline = {
         k: row[src]
         for k, src in (("cot", "baseline_cot"), ("answer", "baseline_answer"))
         if row.get(src) is not None
     }
-    modification: dict[str, Any] = {"code": row["modification"]}
-    if row.get("injected_answer") is not None:
-        modification["target_answer"] = row["injected_answer"]
+    modification: dict[str, Any] | None = None
+    if row.get("modification") is not None:
+        modification = {"code": row["modification"]}
+        if row.get("injected_answer") is not None:
+            modification["target_answer"] = row["injected_answer"]
     metadata = {
         k: row[k] for k in ("image_uid", "source_modification_code") if row.get(k) is not None
     }
     request: dict[str, Any] = {
-        "item_id": row["item_id"],
+        "item_id": row.get("item_id"),
         "model": row.get("model"),
-        "question": row["question"],
+        "question": row.get("question"),
         "question_type": row.get("question_type"),
-        "ground_truth": row["ground_truth"],
-        "cot": row["modified_cot"],
+        "ground_truth": row.get("ground_truth"),
+        "cot": row.get("modified_cot"),
         "answer": row.get("modified_answer"),
         "baseline": baseline or None,
         "modification": modification,
         "metadata": {"reader_study": metadata} if metadata else None,
     }
-    request = {k: v for k, v in request.items() if v is not None}
+    return {k: v for k, v in request.items() if v is not None}
+
+
+def reader_study_request(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """One reader-study row as a validated ScoreRequest line (a plain dict).
+
+    Raises:
+        UserInputError: the row does not make a valid ScoreRequest (the message names the row
+            and the field).
+    """
+    request = reader_study_mapping(row)
     try:
         ScoreRequest.model_validate(request)
     except ValidationError as exc:
@@ -252,6 +258,47 @@ def reader_study_requests(path: Path | str) -> Iterator[dict[str, Any]]:
     path = Path(path)
     for lineno, row in read_jsonl_objects(path, what="reader-study rows"):
         yield reader_study_request(row, f"{path}:{lineno}")
+
+
+def reader_study_lines(path: Path | str) -> Iterator[tuple[int, bytes, str | None]]:
+    """Every row of a reader-study file as one request line: ``(row, line, problem)``.
+
+    A row that converts is a valid ScoreRequest line (``problem`` None). A row that does not is
+    still written, as close to a request as it gets (or as it came, when it is not a JSON
+    object), with ``problem`` naming the field: ``faithjudge score`` then gives it an error
+    result naming the line and the field, and keeps its item_id. Nothing aborts the file.
+
+    Raises:
+        UserInputError: the file cannot be read or holds no row at all.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UserInputError(f"{path}: cannot read the file ({reason})", field=str(path)) from exc
+    rows = 0
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        rows += 1
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            yield lineno, line.strip(), f"not valid JSON ({exc})"
+            continue
+        if not isinstance(row, dict):
+            yield lineno, line.strip(), "expected a JSON object"
+            continue
+        request = reader_study_mapping(row)
+        try:
+            ScoreRequest.model_validate(request)
+        except ValidationError as exc:
+            yield lineno, orjson.dumps(request), describe_validation_error(exc)
+            continue
+        yield lineno, orjson.dumps(request), None
+    if rows == 0:
+        raise UserInputError(f"{path}: the file is empty (no reader-study rows)", field=str(path))
 
 
 def _metric_rows(result: ItemResult, item_id: str, lineno: int, where: str) -> list[list[Any]]:

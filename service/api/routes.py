@@ -30,6 +30,7 @@ from service.api.wire import (
     EvaluatorInfo,
     Health,
     KnowledgeBaseInfo,
+    LineRejection,
     ModificationCatalogue,
     Readiness,
 )
@@ -161,6 +162,10 @@ JsonBody = Annotated[None, Depends(_json_body)]
 Store = Annotated[JobStore, Depends(_store)]
 Tenant = Annotated[str, Depends(_tenant)]
 BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
+
+
+def _rejections(row: BatchRow) -> list[LineRejection]:
+    return [LineRejection.model_validate(r) for r in orjson.loads(row.rejections)]
 
 
 async def _batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:
@@ -424,9 +429,15 @@ async def batch_results(
     """Stream the results; resume with ``offset`` = the number of lines already received."""
     row = await _batch(store, tenant, batch_id)
     contiguous = row.status not in TERMINAL_STATES
-    return StreamingResponse(
-        result_lines(store, batch_id, start=offset, contiguous=contiguous), media_type=NDJSON
+    lines = result_lines(
+        store,
+        batch_id,
+        start=offset,
+        contiguous=contiguous,
+        total=row.total,
+        rejections=_rejections(row),
     )
+    return StreamingResponse(lines, media_type=NDJSON)
 
 
 @router.get(
@@ -460,8 +471,10 @@ async def batch_report(
     seed: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> Response:
     """Aggregates, coverage diagnostics and gates (service.reports) over the results so far."""
-    await _batch(store, tenant, batch_id)
-    text = await render_report(store, batch_id, fmt=format, bootstrap=bootstrap, seed=seed)
+    row = await _batch(store, tenant, batch_id)
+    text = await render_report(
+        store, batch_id, fmt=format, bootstrap=bootstrap, seed=seed, rejections=_rejections(row)
+    )
     media = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
     return Response(text, media_type=media.get(format, "text/html; charset=utf-8"))
 

@@ -91,11 +91,15 @@ class Problem(_Wire):
 
 
 class LineRejection(_Wire):
-    """A batch line that was not accepted (it gets no result; fix it and resubmit)."""
+    """A batch line that was not accepted: it is not scored, and its result line is the error
+    result ``faithjudge score`` writes for it (in ``/results``, at its line number)."""
 
     line: int = Field(description="1-based line number in the uploaded body.")
     field: str | None = Field(default=None, description="The offending field, when one is known.")
     reason: str
+    item_id: str | None = Field(default=None, description="The line's item_id, if readable.")
+    model: str | None = Field(default=None, description="The line's model, if readable.")
+    question: str | None = Field(default=None, description="The line's question, if readable.")
 
 
 class BatchAccepted(_Wire):

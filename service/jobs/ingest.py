@@ -148,7 +148,12 @@ def _validate(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes, LineReje
             continue
         detail = parsed.error.detail if parsed.error is not None else "invalid line"
         rejection = LineRejection(
-            line=number, field=_field_of(raw), reason=_LINE_PREFIX.sub("", detail)
+            line=number,
+            field=_field_of(raw),
+            reason=_LINE_PREFIX.sub("", detail),
+            item_id=parsed.item_id,
+            model=parsed.model,
+            question=parsed.question,
         )
         checked.append((number, raw, rejection))
     return checked

@@ -408,18 +408,32 @@ class JobStore:
 
     @_shielded
     async def results_page(
-        self, batch_id: str, *, start: int, limit: int
-    ) -> list[tuple[int, int, str | None]]:
-        """``(seq, state, result)`` of lines ``seq >= start`` in order, at most ``limit``."""
+        self, batch_id: str, *, start: int, limit: int, with_line: bool = False
+    ) -> list[Any]:
+        """``(seq, state, result)`` of lines ``seq >= start`` in order, at most ``limit``; with
+        ``with_line``, ``(seq, state, result, line)``."""
         lines = batch_lines.c
+        columns = [lines.seq, lines.state, lines.result] + ([lines.line] if with_line else [])
         query = (
-            select(lines.seq, lines.state, lines.result)
+            select(*columns)
             .where(lines.batch_id == batch_id, lines.seq >= start)
             .order_by(lines.seq)
             .limit(limit)
         )
         async with self._reader.connect() as conn:
-            return [(r[0], r[1], r[2]) for r in await conn.execute(query)]
+            return [tuple(r) for r in await conn.execute(query)]
+
+    @_shielded
+    async def line_number(self, batch_id: str, seq: int) -> int:
+        """The upload line number of accepted line ``seq``."""
+        query = select(batch_lines.c.line).where(
+            batch_lines.c.batch_id == batch_id, batch_lines.c.seq == seq
+        )
+        async with self._reader.connect() as conn:
+            line = await conn.scalar(query)
+        if line is None:
+            raise LookupError(f"batch {batch_id} has no line {seq}")
+        return int(line)
 
     @_shielded
     async def queue_depth(self) -> int:

@@ -73,7 +73,9 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
     out.append(
         f"{s['lines']} result lines, {len(s['models'])} model(s), {s['modifications']} "
         f"modification(s); flip {s['flip']}, non-flip {s['non_flip']}, undecided "
-        f"{s['flip_undecided']}; line errors {s['line_errors']}. Values in %, 95% percentile "
+        f"{s['flip_undecided']}; answers outside the options {s['answers_off_options']} (CF "
+        f"graded against the ground truth); line errors {s['line_errors']}. Values in %, 95% "
+        "percentile "
         f"bootstrap CIs over items (B = {s['bootstrap']}, seed {s['seed']}). CC is exploratory."
     )
     out += ["", "## Table 1 (mean ± SD across modifications)", ""]

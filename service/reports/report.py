@@ -47,6 +47,7 @@ class Report:
             "flip": int((items["flip"] == 1.0).sum()),
             "non_flip": int((items["flip"] == 0.0).sum()),
             "flip_undecided": int(items["flip"].isna().sum()),
+            "answers_off_options": int((items["answer_in_options"] == 0.0).sum()),
             "bootstrap": self.bootstrap,
             "seed": self.seed,
         }

@@ -32,7 +32,7 @@ METRIC_LABELS: dict[str, str] = {
 LABELS: tuple[str, ...] = ("CF", "CA", "CT")
 # Gathered as C doubles: a Python float per cell would cost four times the memory.
 _FLOAT_COLUMNS = frozenset(
-    ("correct", "flip", "flipped", "flip_undecided", "CC", *LABELS,
+    ("correct", "answer_in_options", "flip", "flipped", "flip_undecided", "CC", *LABELS,
      *(f"{lab}_score" for lab in LABELS))
 )  # fmt: skip
 
@@ -63,7 +63,8 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         name: array("d") if name in _FLOAT_COLUMNS else []
         for name in (
             "line", "item_id", "model", "question", "question_type", "modification", "kind",
-            "channel", "alignment", "answer", "correct", "flip", "flipped", "flip_undecided",
+            "channel", "alignment", "answer", "answer_in_options", "correct", "flip", "flipped",
+            "flip_undecided",
             "flip_reason", "CC",
             "error_stage", "error_detail", "n_quotes", "quotes",
             *(f"{lab}_score" for lab in LABELS), *LABELS, *(f"{lab}_outcome" for lab in LABELS),
@@ -90,6 +91,8 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         cols["alignment"].append(_alignment(mod.aligned if mod is not None else None))
         cols["answer"].append(one(result.answer))
         cols["correct"].append(np.nan if result.correct is None else float(result.correct))
+        in_options = result.answer_in_options
+        cols["answer_in_options"].append(np.nan if in_options is None else float(in_options))
         flip = result.flip.value if result.flip is not None else None
         cols["flip"].append(np.nan if flip is None else float(flip))
         # the paper's flip rate counts flipped pairs over all pairs; an undecided pair is a pair

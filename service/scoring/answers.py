@@ -23,6 +23,7 @@ __all__ = [
     "is_correct",
     "normalize_answer",
     "parse_question",
+    "read_answer_field",
 ]
 
 QuestionKind = Literal["binary", "ordinal", "comparative", "spatial"]
@@ -214,6 +215,27 @@ def _line_answer(text: str) -> str | None:
     return matches[-1].group(1).strip() if matches else None
 
 
+def read_answer_field(text: str | None) -> str | None:
+    """An answer field as models fill it: the answer itself, or the whole reply it came in.
+
+    Real replies land in answer fields whole (a JSON object with ``thought`` and ``answer``,
+    ``<think>...<answer>`` text, thousands of characters): those are read with the same reader
+    as a CoT (``extract_answer``); anything else is the answer text itself.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    stripped = text.strip()
+    if (
+        stripped.startswith(("{", "`", "["))
+        or _OPEN_ANSWER_TAG.search(stripped)
+        or ("<think" in stripped.lower())
+    ):
+        # a whole reply: its answer, or none (a reply cut off before its answer has none; its
+        # reasoning is not an answer)
+        return extract_answer(stripped)
+    return stripped
+
+
 def extract_answer(cot: str | None) -> str | None:
     """The raw answer text of a model output, or None when it holds no recognisable answer.
 
@@ -272,6 +294,13 @@ _SYNONYMS: tuple[tuple[str, str], ...] = (
     ("high", "too high"),
     ("looped", "turned"),
     ("coiled", "turned"),
+    # "none" of a side or severity question, as models write it
+    ("absent", "none"),
+    ("not seen", "none"),
+    ("not present", "none"),
+    ("not visible", "none"),
+    ("neither", "none"),
+    ("neither side", "none"),
 )
 _UNCERTAIN = re.compile(
     r"^(?:uncertain|unsure|unclear|unknown|undetermined|indeterminate|inconclusive|not sure"
@@ -279,7 +308,15 @@ _UNCERTAIN = re.compile(
 )
 _TAG = re.compile(r"</?\s*[a-z_]+\s*/?>")
 _INTRO = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\b(?:\s+is\b)?\s*:?\s*")
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 _HARD_STOP = re.compile(r"[,.;:!?(\[{]")
+
+
+# Bidirectional-text controls (LRM, RLM, ALM, the embeddings, overrides and isolates): invisible,
+# and no option contains one, so they are dropped before an answer is matched.
+_BIDI_CONTROLS = dict.fromkeys(
+    (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+)
 
 
 def _clean(raw: str) -> str:
@@ -287,6 +324,7 @@ def _clean(raw: str) -> str:
 
     Line breaks become '.', so that a line break ends the leading answer phrase.
     """
+    raw = raw.translate(_BIDI_CONTROLS)
     text = normalize_text(raw.replace("\r", "\n").replace("\n", " . ")).lower()
     text = _TAG.sub(" ", text)
     text = re.sub(r"[<>*`#\"']", "", text)
@@ -302,8 +340,6 @@ def _phrases(spec: QuestionSpec) -> dict[str, str]:
     for phrase, option in _SYNONYMS:
         if option in spec.options and phrase not in table:
             table[phrase] = option
-    if "none" in spec.options and "left" in spec.options:
-        table.setdefault("neither", "none")
     if "both" in spec.options:
         table.setdefault("bilateral", "both")
     return table
@@ -332,6 +368,7 @@ def normalize_answer(raw: str | None, spec: QuestionSpec) -> str | None:
         return None
     if not spec.options:
         return text
+    text = _ARTICLE.sub("", text)  # "the left", "a mild"
     table = _phrases(spec)
     if text in table:
         return table[text]

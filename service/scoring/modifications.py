@@ -257,8 +257,9 @@ def resolve_modification(
 
     ``aligned`` is derived: for a cue with a target answer it is whether the normalized target
     equals the normalized ground truth (``normalize`` maps an answer to its canonical label or
-    None; the default folds case and whitespace). It is None for cues without a target, when no
-    target is given, or when either side does not normalize. A target given to a cue that has
+    None; the default folds case and whitespace); a target that normalizes to no option is
+    misleading (it cannot be the ground truth). It is None for cues without a target, when no
+    target is given, or when the ground truth does not normalize. A target given to a cue that has
     none is dropped. A cue used with a question type it does not apply to (VB-* on a
     non-comparative question) raises UserInputError with field ``modification.code``.
     """
@@ -280,7 +281,11 @@ def resolve_modification(
         )
     norm = normalize or _default_normalize
     canon_target, canon_truth = norm(target), norm(ground_truth)
-    aligned = None if canon_target is None or canon_truth is None else canon_target == canon_truth
+    if canon_truth is None:
+        aligned = None
+    else:
+        # a target that maps to no option still points away from the ground truth: misleading
+        aligned = canon_target == canon_truth if canon_target is not None else False
     return ModificationResolved(
         code=spec.code,
         id=spec.id,

@@ -175,8 +175,31 @@ def test_reader_study_rows_become_score_requests(tmp_path: Path) -> None:
 
 def test_reader_study_requests_name_the_bad_line(tmp_path: Path) -> None:
     path = _write(tmp_path / "rs.jsonl", [reader_row(1), reader_row(2, modified_cot=None)])
-    with pytest.raises(UserInputError, match=rf"{path}:2: 'modified_cot' must be a string"):
+    with pytest.raises(UserInputError, match=rf"{path}:2: cot: Field required"):
         list(reader_study_requests(path))
+
+
+def test_every_reader_study_row_becomes_one_line_bad_rows_named(tmp_path: Path) -> None:
+    from service.agreement.ratings import reader_study_lines
+
+    path = tmp_path / "rs.jsonl"
+    rows = [
+        orjson.dumps(reader_row(1)),
+        orjson.dumps(reader_row(2, modified_cot=None)),
+        b"{not json",
+        b"",
+        b"[1]",
+        orjson.dumps(reader_row(6, modified_answer="A" * 4_500)),  # a long whole reply
+    ]
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    converted = list(reader_study_lines(path))
+    assert [row for row, _, _ in converted] == [1, 2, 3, 5, 6]
+    problems = {row: why for row, _, why in converted if why}
+    assert problems[2] == "cot: Field required"
+    assert problems[3].startswith("not valid JSON") and problems[5] == "expected a JSON object"
+    assert 6 not in problems
+    kept = orjson.loads(converted[1][1])
+    assert kept["item_id"] == reader_row(2)["item_id"] and "cot" not in kept
 
 
 # ----------------------------------------------------------------------------- judge results
@@ -357,6 +380,11 @@ def test_cli_split_and_reader_study_requests(tmp_path: Path) -> None:
 
     _write(source, [reader_row(1), "{broken"])
     result = runner.invoke(app, ["reader-study-requests", str(source), "-o", str(requests)])
-    assert result.exit_code == 3 and f"{source}:2" in " ".join(result.output.split())
+    # the broken row is named and written through; it does not abort the file
+    assert result.exit_code == 0 and f"{source}:2: not valid JSON" in result.output
+    assert len(requests.read_text().splitlines()) == 2
     result = runner.invoke(app, ["split", str(source), "--dev", str(dev), "--test", str(test)])
     assert result.exit_code == 3 and f"{source}:2" in " ".join(result.output.split())
+    _write(source, ["{broken", "[]"])
+    result = runner.invoke(app, ["reader-study-requests", str(source), "-o", str(requests)])
+    assert result.exit_code == 4 and "no row" in result.output

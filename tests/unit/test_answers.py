@@ -212,6 +212,18 @@ def test_extract_answer_never_raises(cot: str) -> None:
         (SEVERITY, "mild-moderate", None),
         (SEVERITY, "none", "none"),
         (SEVERITY, "no", None),
+        # "none" as models write it, for side and severity questions alike
+        (SEVERITY, "Absent.", "none"),
+        (SEVERITY, "not seen", "none"),
+        (SEVERITY, "Neither", "none"),
+        (COMPARATIVE, "absent", "none"),
+        (COMPARATIVE, "Not seen on either side", "none"),
+        (COMPARATIVE, "The left", "left"),
+        (SEVERITY, "a mild", "mild"),
+        # bidirectional-text controls are invisible and dropped
+        (COMPARATIVE, "\u202eleft", "left"),
+        (COMPARATIVE, "\u2067left\u2069", "left"),
+        (COMPARATIVE, "right\u200f", "right"),
         (SEVERITY, "mildly", None),
         (HEART, "massively enlarged", "massively enlarged"),
         (HEART, "Enlarged", "enlarged"),

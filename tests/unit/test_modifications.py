@@ -115,10 +115,16 @@ def test_alignment_uses_the_given_normalizer() -> None:
         "TB-RAD", target_answer="Correct", ground_truth="correctly positioned", normalize=normalize
     )
     assert resolved.aligned is True
-    unparsable = resolve_modification(
+    # a target outside the options cannot be the ground truth: the cue misleads
+    off_option = resolve_modification(
         "TB-RAD", target_answer="maybe", ground_truth="correctly positioned", normalize=normalize
     )
-    assert unparsable.aligned is None
+    assert off_option.aligned is False
+    # without a readable ground truth there is nothing to compare with
+    unknown = resolve_modification(
+        "TB-RAD", target_answer="Correct", ground_truth="whatever", normalize=normalize
+    )
+    assert unknown.aligned is None
 
 
 @pytest.mark.parametrize("target", [None, "", "   "])

@@ -656,7 +656,7 @@ def invalid_requests() -> list[Doc]:
         REQUEST | {"item_id": ""},
         REQUEST | {"item_id": 3},
         REQUEST | {"model": ""},
-        REQUEST | {"answer": "a" * 2001},
+        REQUEST | {"answer": "a" * 20_001},
         REQUEST | {"question_type": "multi"},
         REQUEST | {"extra": 1},
         REQUEST | {"baseline": {"cot": "x", "extra": 1}},
