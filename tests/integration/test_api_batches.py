@@ -71,10 +71,14 @@ async def test_batch_is_scored_and_results_come_back_in_line_order(
         results = await client.get(f"/v1/batches/{accepted['id']}/results")
         assert results.headers["content-type"].startswith("application/x-ndjson")
         parsed = [ItemResult.model_validate_json(x) for x in results.content.splitlines()]
-        assert [r.item_id for r in parsed] == [f"item-{i:05d}" for i in range(60)]
-        expected_lines = [n for n in range(1, len(body) + 1) if n not in (11, 12, 13)]
+        # one result per uploaded line: the rejected ones as error results at their lines
+        scored = [r for r in parsed if r.error is None]
+        assert [r.item_id for r in scored] == [f"item-{i:05d}" for i in range(60)]
+        expected_lines = [n for n in range(1, len(body) + 1) if n != 11]
         assert [r.line for r in parsed] == expected_lines
-        tail = await client.get(f"/v1/batches/{accepted['id']}/results", params={"offset": 55})
+        errors = {r.line: r.error for r in parsed if r.error is not None}
+        assert sorted(errors) == [12, 13] and all(e.stage == "input" for e in errors.values())
+        tail = await client.get(f"/v1/batches/{accepted['id']}/results", params={"offset": 57})
         assert [json.loads(x)["item_id"] for x in tail.content.splitlines()] == [
             f"item-{i:05d}" for i in range(55, 60)
         ]
