@@ -173,14 +173,18 @@ def test_submit_wait_and_stream_results_with_rejected_lines(
     assert seen and seen[-1] == final
     assert [s.done for s in seen] == sorted(s.done for s in seen)  # progress never goes back
 
+    # one result per uploaded line: the rejected ones as error results at their lines
     results = list(client.iter_results(accepted.id))
-    assert [r.item_id for r in results] == [f"item-{n}" for n in range(1, 13) if n not in (4, 9)]
-    tail = list(client.iter_result_lines(accepted.id, offset=7))
+    assert [r.line for r in results] == list(range(1, 13))
+    assert [r.line for r in results if r.error is not None] == [4, 9]
+    scored = [r.item_id for r in results if r.error is None]
+    assert scored == [f"item-{n}" for n in range(1, 13) if n not in (4, 9)]
+    tail = list(client.iter_result_lines(accepted.id, offset=9))
     assert [json.loads(x)["item_id"] for x in tail] == ["item-10", "item-11", "item-12"]
 
     out = tmp_path / "results.jsonl"
-    assert client.download_results(accepted.id, out) == 10
-    assert out.read_bytes().count(b"\n") == 10
+    assert client.download_results(accepted.id, out) == 12
+    assert out.read_bytes().count(b"\n") == 12
 
 
 def test_following_results_while_the_batch_runs(client: FaithJudgeClient, tmp_path: Path) -> None:
@@ -290,8 +294,8 @@ async def test_async_client_end_to_end(service: str, tmp_path: Path) -> None:
         seen: list[int] = []
         final = await sdk.wait(accepted.id, progress=lambda s: seen.append(s.done), timeout=60)
         assert final.status == "completed" and seen[-1] == 5
-        items = [r.item_id async for r in sdk.iter_results(accepted.id, offset=1)]
-        assert items == ["item-3", "item-4", "item-5", "item-6"]
+        lines = [r.line async for r in sdk.iter_results(accepted.id, offset=2)]
+        assert lines == [3, 4, 5, 6]
         with pytest.raises(NotFound):
             await sdk.get_batch("b_missing")
     async with AsyncFaithJudgeClient(service, "fj_wrong") as wrong:

@@ -50,7 +50,10 @@ def test_submit_waits_writes_results_and_report_and_lists_rejected_lines(
     assert any(" 6 " in row and "question" in row for row in rejected_rows), result.stderr
     assert "completed" in result.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["item_id"] for r in rows] == [f"item-{n}" for n in (1, 2, 4, 5, 7, 8)]
+    assert [r["line"] for r in rows] == list(range(1, 9))  # one result per line
+    assert [r["line"] for r in rows if r.get("error")] == [3, 6]
+    scored = [r["item_id"] for r in rows if not r.get("error")]
+    assert scored == [f"item-{n}" for n in (1, 2, 4, 5, 7, 8)]
     assert "<html" in html.read_text().lower()
 
 
