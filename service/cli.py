@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from service import __version__
+from service import __version__, cli_batch
 from service.contracts import ItemResult
 from service.errors import FaithJudgeError
 from service.progress import progress_bar
@@ -50,7 +50,8 @@ def score(
     evaluator: Annotated[
         str | None,
         typer.Option(
-            help="lexicon:v1 (offline, default), openai:MODEL, litellm:MODEL, replay:FILE[#judge]."
+            help="lexicon:v1 (offline, default), openai:MODEL, openai-batch:MODEL (Batch API, "
+            "half price), litellm:MODEL, replay:FILE[#judge]."
         ),
     ] = None,
     concurrency: Annotated[
@@ -63,6 +64,9 @@ def score(
     prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
     knowledge_base: Annotated[str | None, typer.Option(help="KB name or JSON file.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    cancel: Annotated[
+        bool, typer.Option("--cancel", help="openai-batch: cancel the run's open batches.")
+    ] = False,
 ) -> None:
     """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds."""
     overrides = {
@@ -77,27 +81,47 @@ def score(
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
-        summary = run_async(_run_score, settings, input_path, output, progress)
+        summary, batch = run_async(_run_score, settings, input_path, output, progress, cancel)
     except FaithJudgeError as exc:
         _err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_UNEVALUABLE) from None
-    _print_summary(summary, output)
+    except KeyboardInterrupt:
+        if cli_batch.is_batch_route(settings):
+            cli_batch.leave_or_cancel(settings, input_path)
+        raise typer.Exit(130) from None
+    if batch is not None:
+        cli_batch.print_batch_report(batch, settings)
+    if summary is not None:
+        _print_summary(summary, output)
 
 
 async def _run_score(
-    settings: Settings, input_path: Path, output: Path, show_progress: bool
-) -> RunSummary:
+    settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
+) -> tuple[RunSummary | None, cli_batch.BatchReport | None]:
     total = count_lines(input_path)
     async with open_scorer(settings) as scorer:
+        batch = None
+        if cli_batch.is_batch_route(settings):
+            batch = await cli_batch.run_batch_phase(
+                scorer,
+                settings,
+                input_path,
+                console=_err,
+                show_progress=show_progress,
+                cancel=cancel,
+            )
+            if cancel:
+                return None, batch
         with progress_bar("scoring", console=_err, show=show_progress) as bar:
             task = bar.add_task("score", total=total)
-            return await score_file(
+            summary = await score_file(
                 scorer,
                 input_path,
                 output,
                 concurrency=settings.concurrency,
                 progress=lambda n: bar.advance(task, n),
             )
+            return summary, batch
 
 
 def _print_summary(summary: RunSummary, output: Path) -> None:
@@ -172,6 +196,7 @@ cli_submit.register(app)
 from service import cli_audit  # noqa: E402 - registers audit on the app above
 
 cli_audit.register(app)
+cli_batch.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,9 +1,9 @@
 """Evaluator backends and the factory that builds one from a ``backend:target`` spec.
 
-Specs: ``openai:MODEL``, ``litellm:MODEL``, ``replay:PATH[#judge]``, ``lexicon:v1`` (offline, no
-API key). Each backend registers a factory under its name in ``EVALUATOR_FACTORIES`` (or through
-``register_evaluator``); factories import their SDKs lazily, so an optional extra is needed only
-when its backend is used.
+Specs: ``openai:MODEL``, ``openai-batch:MODEL`` (the provider's Batch API), ``litellm:MODEL``,
+``replay:PATH[#judge]``, ``lexicon:v1`` (offline, no API key). Each backend registers a factory
+under its name in ``EVALUATOR_FACTORIES`` (or through ``register_evaluator``); factories import
+their SDKs lazily, so an optional extra is needed only when its backend is used.
 """
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ def _openai(target: str, settings: Settings) -> Evaluator:
     )
 
 
+def _openai_batch(target: str, settings: Settings) -> Evaluator:
+    from service.batchroute import OpenAIBatchEvaluator, open_ledger
+    from service.evaluators.openai import OpenAIEvaluator
+
+    inner = _openai(target, settings)
+    assert isinstance(inner, OpenAIEvaluator)
+    return OpenAIBatchEvaluator(inner, open_ledger(settings))
+
+
 def _litellm(target: str, settings: Settings) -> Evaluator:
     from service.evaluators.litellm import LiteLLMEvaluator
 
@@ -81,6 +90,7 @@ def _lexicon(target: str, settings: Settings) -> Evaluator:
 EVALUATOR_FACTORIES: dict[str, EvaluatorFactory] = {
     "lexicon": _lexicon,
     "openai": _openai,
+    "openai-batch": _openai_batch,
     "litellm": _litellm,
     "replay": _replay,
 }
