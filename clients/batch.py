@@ -102,6 +102,8 @@ def outcome_of_line(raw: bytes) -> RequestOutcome:
     key = data["custom_id"]
     response = data.get("response") or None
     error = data.get("error") or None
+    if isinstance(response, dict) and "choices" in response and "body" not in response:
+        response = {"status_code": 200, "body": response}  # a bare completion, no envelope
     if isinstance(response, dict):
         status = response.get("status_code")
         status = status if isinstance(status, int) and not isinstance(status, bool) else None

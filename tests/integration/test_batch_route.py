@@ -214,6 +214,8 @@ def test_output_lines_are_read_strictly() -> None:
         "error": {"code": "batch_expired", "message": "x"},
     }
     assert outcome_of_line(json.dumps(expired).encode()).retryable
+    bare = {"custom_id": "f", "response": ok["response"]["body"]}
+    assert outcome_of_line(json.dumps(bare).encode()).response is not None
     for raw in (b"{", b"[]", b'{"custom_id": "e"}'):
         with pytest.raises(ValueError):
             outcome_of_line(raw)
@@ -397,3 +399,11 @@ def test_cli_cancel_leaves_nothing_running(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr.decode()
         assert fake.counters.batches == 2
     assert len(_results(out)) == 1
+
+
+def test_the_service_refuses_the_batch_evaluator_with_a_clear_error(tmp_path: Path) -> None:
+    from service.api.app import create_app
+    from service.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="openai-batch"):
+        create_app(Settings(evaluator="openai-batch:m", data_dir=tmp_path))
