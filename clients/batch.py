@@ -559,7 +559,9 @@ class BatchRunner:
 
     async def _submit_staged(self) -> None:
         for part in self._ledger.parts("batch_id IS NULL AND done = 0"):
-            if part["file_id"] is None:
+            # Only a part uploaded by an earlier process can have a batch we never recorded.
+            resumed = part["file_id"] is not None
+            if not resumed:
                 with Path(part["path"]).open("rb") as handle:  # noqa: ASYNC230 - streamed upload
                     uploaded = await self._client.files.create(
                         file=(Path(part["path"]).name, handle), purpose="batch"
@@ -568,7 +570,7 @@ class BatchRunner:
                 self._ledger.set_file(part["id"], uploaded.id)
                 part["file_id"] = uploaded.id
             tag = f"{self._ledger.ledger_id}:{part['id']}"
-            batch = await self._find_batch(tag)
+            batch = await self._find_batch(tag) if resumed else None
             if batch is None:
                 batch = await self._client.batches.create(
                     input_file_id=part["file_id"],
@@ -581,7 +583,7 @@ class BatchRunner:
 
     async def _find_batch(self, tag: str) -> Any:
         """A batch created from this part before the process died, if there is one."""
-        # Only a part that crashed between create and record needs this; newest batches first.
+        # Newest first; a batch older than the 24 h window plus a margin cannot be ours.
         async for batch in self._client.batches.list(limit=100):
             if (batch.metadata or {}).get("faithjudge_part") == tag:
                 return batch

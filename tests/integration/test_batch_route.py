@@ -407,3 +407,30 @@ def test_the_service_refuses_the_batch_evaluator_with_a_clear_error(tmp_path: Pa
 
     with pytest.raises(ConfigError, match="openai-batch"):
         create_app(Settings(evaluator="openai-batch:m", data_dir=tmp_path))
+
+
+def test_ctrl_c_leaves_the_batches_running_and_a_rerun_resumes(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("s-1", "(one)") + "\n")
+    out = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "service.cli", "score", str(source), "-o", str(out),
+               "--evaluator", "openai-batch:fake-judge", "--no-progress"]  # fmt: skip
+    with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
+        env = _cli_env(fake.base_url, tmp_path)
+        first = subprocess.Popen(
+            command, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while fake.counters.batches == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        first.send_signal(signal.SIGINT)
+        _, stderr = first.communicate(timeout=60)
+        assert first.returncode == 130, stderr.decode()
+        assert "keep running" in stderr.decode() and "--cancel" in stderr.decode()
+        assert [b["status"] for b in fake.app.batches.values()] != ["cancelled"]
+        fake.config.step_s = 0.0
+        again = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, timeout=120)
+        assert again.returncode == 0, again.stderr.decode()
+        assert fake.counters.batches == 1
+    assert len(_results(out)) == 1
