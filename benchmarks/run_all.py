@@ -19,6 +19,7 @@ import orjson
 
 from benchmarks._common import REPO_ROOT, RESULTS_DIR, machine_facts
 from benchmarks.audit_scale import summary_rows as audit_rows
+from benchmarks.batch_route_scale import summary_rows as batch_route_rows
 from benchmarks.perturbation_speed import summary_rows as perturbation_rows
 from benchmarks.service_process import summary_rows as service_rows
 
@@ -34,6 +35,7 @@ BENCHMARKS = (
     "service_batch_throughput",
     "service_batch_memory",
     "audit_scale",
+    "batch_route_scale",
 )
 
 
@@ -235,6 +237,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
     out += perturbation_rows(results)
     out += service_rows(results)
     out += audit_rows(results)
+    out += batch_route_rows(results)
     return out
 
 

@@ -11,6 +11,7 @@ the live route's; a request that failed for good comes back from ``OpenAIBatchEv
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +171,10 @@ class BatchReport:
     live_cost: float | None = None
     batch_cost: float | None = None
     cancelled: int = 0
+    staging_s: float = 0.0
+    staging_cpu_s: float = 0.0
+    exchange_s: float = 0.0
+    exchange_cpu_s: float = 0.0
 
     @property
     def saving(self) -> float | None:
@@ -231,19 +236,25 @@ async def run_batches(
             return "ledger"
         return None
 
+    wall, cpu = time.perf_counter(), time.process_time()
     try:
         collect_requests(scorer, evaluator.request_body, source, writer.add, skip=skip, stats=stats)
         writer.close_part()
     except BaseException:
         writer.abort()
         raise
+    report.staging_s = time.perf_counter() - wall
+    report.staging_cpu_s = time.process_time() - cpu
     report.requests, report.cached = stats.requests, stats.cached
     report.in_batches, report.staged, report.parts = (
         stats.in_ledger,
         stats.staged,
         len(writer.parts),
     )
+    wall, cpu = time.perf_counter(), time.process_time()
     await runner.run(progress)
+    report.exchange_s = time.perf_counter() - wall
+    report.exchange_cpu_s = time.process_time() - cpu
     report.files_uploaded = runner.files_uploaded
     report.batches_created = runner.batches_created
     report.answered = runner.answered
