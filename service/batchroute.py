@@ -12,7 +12,7 @@ the live route's; a request that failed for good comes back from ``OpenAIBatchEv
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -34,6 +34,8 @@ from service.scorefile import parse_line
 from service.settings import Settings
 
 if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
     from service.evaluators.openai import OpenAIEvaluator
 
 __all__ = [
@@ -72,8 +74,8 @@ class OpenAIBatchEvaluator:
         return "openai-batch:" + self.inner.id.partition(":")[2]
 
     @property
-    def client(self) -> Any:
-        return self.inner._client
+    def client(self) -> AsyncOpenAI:
+        return self.inner.client
 
     def settings(self) -> Mapping[str, Any]:
         return self.inner.settings()
@@ -127,11 +129,11 @@ def _requests(source: Path) -> Iterator[ScoreRequest]:
 
 def collect_requests(
     scorer: Scorer,
-    body_of: Any,
+    body_of: Callable[[JudgeRequest], Mapping[str, Any]],
     source: Path,
-    stage: Any,
+    stage: Callable[[str, bytes], Any],
     *,
-    skip: Any,
+    skip: Callable[[str], str | None],
     stats: CollectStats,
 ) -> None:
     """Call ``stage(key, line)`` for each request of ``source`` that ``skip(key)`` keeps."""

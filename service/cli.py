@@ -81,6 +81,8 @@ def score(
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
+        if cancel and not cli_batch.is_batch_route(settings):
+            raise FaithJudgeError("--cancel applies to the openai-batch:MODEL evaluator only")
         summary, batch = run_async(_run_score, settings, input_path, output, progress, cancel)
     except FaithJudgeError as exc:
         _err.print(f"[red]error:[/red] {exc}")

@@ -80,7 +80,8 @@ def print_batch_report(report: BatchReport, settings: Settings) -> None:
     table.add_row("files uploaded", str(report.files_uploaded))
     table.add_row("batches created", str(report.batches_created))
     table.add_row("answers received", str(report.answered))
-    table.add_row("requests failed for good", str(report.failed))
+    table.add_row("requests failed for good (all runs)", str(report.failed))
+    table.add_row("staging / exchange", f"{report.staging_s:.1f} s / {report.exchange_s:.1f} s")
     table.add_row("prompt tokens", f"{report.prompt_tokens:,}")
     table.add_row("completion tokens", f"{report.completion_tokens:,}")
     if report.live_cost is not None and report.batch_cost is not None:

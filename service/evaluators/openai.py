@@ -222,6 +222,11 @@ class OpenAIEvaluator:
         return f"openai:{self._model}"
 
     @property
+    def client(self) -> AsyncOpenAI:
+        """The SDK client (the Batch API route sends its files and batches through it)."""
+        return self._client
+
+    @property
     def response_format(self) -> str:
         """The response format now in use (``json_object`` after a fallback)."""
         return self._mode

@@ -434,3 +434,15 @@ def test_ctrl_c_leaves_the_batches_running_and_a_rerun_resumes(tmp_path: Path) -
         assert again.returncode == 0, again.stderr.decode()
         assert fake.counters.batches == 1
     assert len(_results(out)) == 1
+
+
+def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("m-1", "(one)") + "\n")
+    score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
+    env = {"FAITHJUDGE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    result = CliRunner().invoke(app, [*score, "--evaluator", "lexicon:v1", "--cancel"], env=env)
+    assert result.exit_code == 3 and "--cancel applies" in result.output
+    batch = ["--evaluator", "openai-batch:m", "--no-cache"]
+    result = CliRunner().invoke(app, [*score, *batch], env=env)
+    assert result.exit_code == 3 and "response cache" in result.output
