@@ -446,3 +446,22 @@ def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
     batch = ["--evaluator", "openai-batch:m", "--no-cache"]
     result = CliRunner().invoke(app, [*score, *batch], env=env)
     assert result.exit_code == 3 and "response cache" in result.output
+
+
+async def test_progress_reports_the_providers_counts_and_states(tmp_path: Path) -> None:
+    from clients.batch import BatchProgress
+    from service.batchroute import run_batches
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(_line(f"p-{i}", f"({i})") for i in range(5)) + "\n")
+    seen: list[BatchProgress] = []
+    with run_fake_batches() as fake:
+        settings = _settings(fake.base_url, tmp_path)
+        async with open_scorer(settings) as scorer:
+            await run_batches(
+                scorer, settings, source, progress=seen.append, limits={"max_lines": 4}
+            )
+    assert {state for p in seen for state in p.states} >= {"in_progress", "completed"}
+    last = seen[-1]
+    assert last.total == 15 and last.completed == 15 and last.failed == 0
+    assert last.states == {"completed": 4} and last.describe() == "4 completed"
