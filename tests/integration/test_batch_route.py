@@ -417,8 +417,14 @@ def test_ctrl_c_leaves_the_batches_running_and_a_rerun_resumes(tmp_path: Path) -
                "--evaluator", "openai-batch:fake-judge", "--no-progress"]  # fmt: skip
     with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
         env = _cli_env(fake.base_url, tmp_path)
+        # a parent started in the background ignores SIGINT, and children inherit that
         first = subprocess.Popen(
-            command, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+            command,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 60
         while fake.counters.batches == 0 and time.monotonic() < deadline:
