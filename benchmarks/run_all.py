@@ -19,6 +19,7 @@ import orjson
 
 from benchmarks._common import REPO_ROOT, RESULTS_DIR, machine_facts
 from benchmarks.audit_scale import summary_rows as audit_rows
+from benchmarks.batch_route_scale import summary_rows as batch_route_rows
 from benchmarks.perturbation_speed import summary_rows as perturbation_rows
 from benchmarks.service_process import summary_rows as service_rows
 
@@ -35,6 +36,7 @@ BENCHMARKS = (
     "service_batch_memory",
     "audit_scale",
     "cli_process",
+    "batch_route_scale",
 )
 
 
@@ -236,6 +238,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
     out += perturbation_rows(results)
     out += service_rows(results)
     out += audit_rows(results)
+    out += batch_route_rows(results)
     return out
 
 

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from service import __version__
+from service import __version__, cli_batch
 from service.cli_common import ExitCode, err, exit_with, fail, settings_from
 from service.evaluators import evaluator_help
 
 if TYPE_CHECKING:
+    from service.batchroute import BatchReport
     from service.scorefile import RunSummary
     from service.settings import Settings
 
@@ -55,6 +56,9 @@ def score(
     prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
     knowledge_base: Annotated[str | None, typer.Option(help="KB name or JSON file.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    cancel: Annotated[
+        bool, typer.Option("--cancel", help="openai-batch: cancel the run's open batches.")
+    ] = False,
 ) -> None:
     """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds.
 
@@ -76,14 +80,22 @@ def score(
         )
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
-        summary = run_async(_run_score, settings, input_path, output, progress)
+        if cancel and not cli_batch.is_batch_route(settings):
+            raise FaithJudgeError("--cancel applies to the openai-batch:MODEL evaluator only")
+        summary, batch = run_async(_run_score, settings, input_path, output, progress, cancel)
     except FaithJudgeError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
+        if cli_batch.is_batch_route(settings):
+            cli_batch.leave_or_cancel(settings, input_path)
         exit_with(
             ExitCode.STOPPED,
             f"stopped: the results written so far are in {output}; run again to resume",
         )
+    if batch is not None:
+        cli_batch.print_batch_report(batch, settings)
+    if summary is None:  # --cancel: the batches were cancelled, nothing was scored
+        return
     _print_summary(summary, output)
     code, why = score_verdict(summary)
     if code != ExitCode.OK:
@@ -110,23 +122,33 @@ def score_verdict(summary: RunSummary) -> tuple[ExitCode, str | None]:
 
 
 async def _run_score(
-    settings: Settings, input_path: Path, output: Path, show_progress: bool
-) -> RunSummary:
+    settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
+) -> tuple[RunSummary | None, BatchReport | None]:
     from service.progress import progress_bar
     from service.runtime import open_scorer
     from service.scorefile import count_lines, score_file
 
     total = count_lines(input_path)
     async with open_scorer(settings, fail_fast=True) as scorer:
+        batch = None
+        if cli_batch.is_batch_route(settings):
+            # first the Batch API phase fills the cache; then an ordinary run reads it back
+            batch = await cli_batch.run_batch_phase(
+                scorer, settings, input_path, console=err, show_progress=show_progress,
+                cancel=cancel,
+            )  # fmt: skip
+            if cancel:
+                return None, batch
         with progress_bar("scoring", console=err, show=show_progress) as bar:
             task = bar.add_task("score", total=total)
-            return await score_file(
+            summary = await score_file(
                 scorer,
                 input_path,
                 output,
                 concurrency=settings.concurrency,
                 progress=lambda n: bar.advance(task, n),
             )
+            return summary, batch
 
 
 def _print_summary(summary: RunSummary, output: Path) -> None:
@@ -231,6 +253,7 @@ cli_submit.register(app)
 from service import cli_audit  # noqa: E402 - registers audit on the app above
 
 cli_audit.register(app)
+cli_batch.register(app)  # judge-requests export / import
 
 
 def main() -> None:  # pragma: no cover - console entry point

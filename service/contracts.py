@@ -264,6 +264,7 @@ class CacheStats(_Strict):
 
 class Provenance(_Strict):
     evaluator: str
+    route: Literal["live", "batch"] = "live"
     evaluator_model: str | None = None
     evaluator_settings_sha256: str | None = None
     fingerprint: str | None = None

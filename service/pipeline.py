@@ -116,6 +116,10 @@ class Scorer:
         ).hexdigest()
 
     @property
+    def caller(self) -> JudgeCaller:
+        return self._caller
+
+    @property
     def evaluator_id(self) -> str:
         return self._evaluator.id
 
@@ -256,16 +260,7 @@ class Scorer:
             failure = Failure(stage="kb", detail=prepared.kb_failure or "no knowledge-base entry")
             return MetricResult(status="invalid", failure=failure), None
 
-        inputs = self._inputs(metric, request, prepared)
-        messages = self._prompts.render(metric, **inputs)
-        judge_request = JudgeRequest(
-            metric=metric,
-            messages=messages,
-            response_schema=self._schemas[metric],
-            schema_name=metric,
-            inputs=inputs,
-            item_id=request.item_id,
-        )
+        judge_request = self._judge_request(metric, request, prepared)
         try:
             response = await self._caller.call(judge_request)
         except EvaluatorError as exc:
@@ -285,6 +280,34 @@ class Scorer:
             update={"attempts": response.attempts, "cache_hit": response.cached}
         )
         return result, response
+
+    def judge_requests(self, request: ScoreRequest) -> list[JudgeRequest]:
+        """The evaluator calls ``score`` would make for ``request``, without making them.
+
+        An item whose inputs do not resolve, and a CF grade without KB criteria, make no call.
+        """
+        try:
+            prepared = self._prepare(request)
+        except UserInputError:
+            return []
+        return [
+            self._judge_request(metric, request, prepared)
+            for metric in request.metrics
+            if metric != "clinical_fidelity" or prepared.kb_criteria is not None
+        ]
+
+    def _judge_request(
+        self, metric: Metric, request: ScoreRequest, prepared: _Prepared
+    ) -> JudgeRequest:
+        inputs = self._inputs(metric, request, prepared)
+        return JudgeRequest(
+            metric=metric,
+            messages=self._prompts.render(metric, **inputs),
+            response_schema=self._schemas[metric],
+            schema_name=metric,
+            inputs=inputs,
+            item_id=request.item_id,
+        )
 
     def _inputs(self, metric: Metric, request: ScoreRequest, prepared: _Prepared) -> dict[str, Any]:
         if metric == "clinical_fidelity":
@@ -323,6 +346,7 @@ class Scorer:
         hits = sum(1 for r in responses.values() if r.cached)
         return Provenance(
             evaluator=self._evaluator.id,
+            route=getattr(self._evaluator, "route", "live"),
             evaluator_model=",".join(sorted(models)) or None,
             evaluator_settings_sha256=self._settings_sha256,
             fingerprint=",".join(sorted(fingerprints)) or None,

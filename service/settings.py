@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     seed: int | None = 0
     max_tokens: int = Field(default=1024, ge=16)
 
+    batch_poll_s: float = Field(default=5.0, gt=0)
+    """First wait between polls of the ``openai-batch`` route (grows while nothing changes)."""
+    batch_discount: float = Field(default=0.5, ge=0, le=1)
+    """The Batch API's price as a fraction of the live price (0.5 at OpenAI)."""
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Live price of a million prompt tokens, for the cost line of batch runs."""
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+    """Live price of a million completion tokens."""
+
     quote_tolerance: float = Field(default=0.02, ge=0, lt=1)
     """Edits allowed per quote character when locating judge quotes in the CoT."""
     cc_alpha: float = Field(default=1.092, ge=0)

@@ -25,6 +25,7 @@ from service.api.metrics import Metrics, MetricsMiddleware
 from service.api.problems import install_handlers
 from service.api.uploads import BodyLimitMiddleware
 from service.api.wire import EvaluatorInfo, KnowledgeBaseInfo, ModificationCatalogue, Problem
+from service.errors import ConfigError
 from service.jobs.store import JobStore
 from service.jobs.worker import Worker
 from service.pipeline import Scorer
@@ -84,6 +85,14 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (nothing is opened until the lifespan starts)."""
     from service.api.routes import router
+
+    if settings.evaluator.strip().startswith("openai-batch:"):
+        # Its answers come from a batch phase the job worker does not run: refuse, rather than
+        # fail every line as transport.
+        raise ConfigError(
+            "the service cannot score with openai-batch:MODEL; use openai:MODEL here and run "
+            "'faithjudge score --evaluator openai-batch:MODEL' for Batch API runs"
+        )
 
     state = AppState(settings=settings, keys=KeyRing.from_settings(settings), metrics=Metrics())
 

@@ -1,9 +1,9 @@
 """Evaluator backends and the factory that builds one from a ``backend:target`` spec.
 
-Specs: ``openai:MODEL``, ``litellm:MODEL``, ``replay:PATH[#judge]``, ``lexicon:v1`` (offline, no
-API key). Each backend registers a factory under its name in ``EVALUATOR_FACTORIES`` (or through
-``register_evaluator``); factories import their SDKs lazily, so an optional extra is needed only
-when its backend is used.
+Specs: ``openai:MODEL``, ``openai-batch:MODEL`` (the provider's Batch API), ``litellm:MODEL``,
+``replay:PATH[#judge]``, ``lexicon:v1`` (offline, no API key). Each backend registers a factory
+under its name in ``EVALUATOR_FACTORIES`` (or through ``register_evaluator``); factories import
+their SDKs lazily, so an optional extra is needed only when its backend is used.
 """
 
 from __future__ import annotations
@@ -53,6 +53,15 @@ def _openai(target: str, settings: Settings) -> Evaluator:
     )
 
 
+def _openai_batch(target: str, settings: Settings) -> Evaluator:
+    from service.batchroute import OpenAIBatchEvaluator, open_ledger
+    from service.evaluators.openai import OpenAIEvaluator
+
+    inner = _openai(target, settings)
+    assert isinstance(inner, OpenAIEvaluator)
+    return OpenAIBatchEvaluator(inner, open_ledger(settings))
+
+
 def _litellm(target: str, settings: Settings) -> Evaluator:
     from service.evaluators.litellm import LiteLLMEvaluator
 
@@ -83,6 +92,7 @@ def _lexicon(target: str, settings: Settings) -> Evaluator:
 EVALUATOR_FACTORIES: dict[str, EvaluatorFactory] = {
     "lexicon": _lexicon,
     "openai": _openai,
+    "openai-batch": _openai_batch,
     "litellm": _litellm,
     "replay": _replay,
 }
@@ -90,6 +100,7 @@ EVALUATOR_FACTORIES: dict[str, EvaluatorFactory] = {
 EVALUATOR_SPECS: dict[str, str] = {
     "lexicon": "lexicon:v1 (offline, the default)",
     "openai": "openai:MODEL",
+    "openai-batch": "openai-batch:MODEL (the provider's Batch API, half price)",
     "litellm": "litellm:MODEL",
     "replay": "replay:FILE[#judge]",
 }
@@ -105,7 +116,8 @@ def register_evaluator(name: str, factory: EvaluatorFactory, spec: str | None = 
 
 def evaluator_help() -> str:
     """The ``--evaluator`` help text: every registered backend's spec."""
-    return "Evaluator: " + ", ".join(EVALUATOR_SPECS[name] for name in EVALUATOR_FACTORIES) + "."
+    specs = (EVALUATOR_SPECS.get(name, f"{name}:TARGET") for name in EVALUATOR_FACTORIES)
+    return "Evaluator: " + ", ".join(specs) + "."
 
 
 def make_evaluator(spec: str, *, settings: Settings | None = None) -> Evaluator:

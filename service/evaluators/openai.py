@@ -222,6 +222,11 @@ class OpenAIEvaluator:
         return f"openai:{self._model}"
 
     @property
+    def client(self) -> AsyncOpenAI:
+        """The SDK client (the Batch API route sends its files and batches through it)."""
+        return self._client
+
+    @property
     def response_format(self) -> str:
         """The response format now in use (``json_object`` after a fallback)."""
         return self._mode
@@ -267,9 +272,18 @@ class OpenAIEvaluator:
         self._mode = "json_object"
         return await self._create(messages, response_format_for("json_object", request))
 
-    async def _create(
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The chat-completions body ``judge`` sends for ``request`` in the current format.
+
+        The Batch API route writes exactly this body into its request lines, so a batch answer
+        is the answer to the request the live route would have sent, under the same cache key.
+        """
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        return self._body(messages, response_format_for(self._mode, request))
+
+    def _body(
         self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
-    ) -> JudgeResponse:
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
             "messages": messages,
@@ -280,6 +294,12 @@ class OpenAIEvaluator:
             body["seed"] = self._seed
         if response_format is not None:
             body["response_format"] = response_format
+        return body
+
+    async def _create(
+        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
+    ) -> JudgeResponse:
+        body = self._body(messages, response_format)
         # The typed ``chat.completions.create`` runs every parameter, the JSON schema included,
         # through the SDK's TypedDict transform and builds pydantic models from the reply: half
         # the client CPU of a call on the aiohttp transport (measured ~4 ms vs ~2 ms). The body

@@ -28,7 +28,9 @@ DEV = ROOT.parent / "shared" / "data" / "reader_study" / "dev.jsonl"
 
 SIDE = "Which side shows more severe pleural effusion? (right, left, same severity, none)"
 BINARY = "Is there a pleural effusion on the left? (yes or no)"
-SEVERITY = "What is the severity of pulmonary congestion? (none, questionable, mild, moderate, severe)"  # noqa: E501
+SEVERITY = (
+    "What is the severity of pulmonary congestion? (none, questionable, mild, moderate, severe)"
+)
 COT = (
     "<think><step>The left costophrenic angle is blunted with a meniscus.</step>"
     "<step>The right hemithorax is clear.</step></think><answer>left</answer>"

@@ -1,0 +1,307 @@
+"""The ``openai-batch:MODEL`` route: judge a whole input through the provider's Batch API.
+
+Two phases. The first reads the input once (streamed), builds every judge request exactly as
+the live route would (``Scorer.judge_requests``, ``OpenAIEvaluator.request_body``), keeps those
+not already answered (in the response cache) or already in a batch (in the ledger), stages them
+into part files and drives them through ``clients.batch.BatchRunner``. The second is an
+ordinary scoring run: every answer is read from the cache and verified there, so results equal
+the live route's; a request that failed for good comes back from ``OpenAIBatchEvaluator`` as a
+``transport`` failure, and no chat-completion call is ever made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from clients.batch import (
+    BatchLedger,
+    BatchRunner,
+    PollPolicy,
+    ProgressFn,
+    import_output_lines,
+    request_line,
+)
+from clients.cache import ResponseCache, cache_key
+from service.contracts import ScoreRequest
+from service.errors import ConfigError, EvaluatorError
+from service.evaluators.base import JudgeRequest, JudgeResponse
+from service.pipeline import Scorer
+from service.scorefile import parse_line
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from service.evaluators.openai import OpenAIEvaluator
+
+__all__ = [
+    "BatchReport",
+    "CollectStats",
+    "OpenAIBatchEvaluator",
+    "collect_requests",
+    "export_requests",
+    "import_responses",
+    "ledger_path",
+    "open_ledger",
+    "run_batches",
+]
+
+
+def ledger_path(settings: Settings) -> Path:
+    return settings.data_dir / "batch_ledger.sqlite3"
+
+
+class OpenAIBatchEvaluator:
+    """The judge as the batch route reaches it: same requests and keys as ``openai:MODEL``.
+
+    ``judge`` is reached only for a request the cache does not answer: the batch phase either
+    recorded it as failed (its provider status and message become the transport failure) or
+    never ran for it.
+    """
+
+    route = "batch"
+
+    def __init__(self, inner: OpenAIEvaluator, ledger: BatchLedger) -> None:
+        self.inner = inner
+        self.ledger = ledger
+
+    @property
+    def id(self) -> str:
+        return "openai-batch:" + self.inner.id.partition(":")[2]
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        return self.inner.client
+
+    def settings(self) -> Mapping[str, Any]:
+        return self.inner.settings()
+
+    def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        return self.inner.cache_key_material(request)
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        return self.inner.request_body(request)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return False  # retries happen as follow-up batches, never as live calls
+
+    def retry_after(self, exc: BaseException) -> float | None:
+        return None
+
+    async def judge(self, request: JudgeRequest) -> JudgeResponse:
+        material = self.inner.cache_key_material(request)
+        key = cache_key(material) if material is not None else ""
+        failure = self.ledger.failure_of(key)
+        if failure is not None:
+            tries, status, message = failure
+            raise EvaluatorError(
+                f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})",
+                status=status,
+                attempts=tries,
+            )
+        raise EvaluatorError("no batch answer for this request: the batch phase did not send it")
+
+    async def aclose(self) -> None:
+        self.ledger.close()
+        await self.inner.aclose()
+
+
+@dataclass(slots=True)
+class CollectStats:
+    requests: int = 0
+    cached: int = 0
+    in_ledger: int = 0
+    staged: int = 0
+
+
+def _requests(source: Path) -> Iterator[ScoreRequest]:
+    with source.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if raw.strip():
+                parsed = parse_line(raw, number)
+                if isinstance(parsed, ScoreRequest):
+                    yield parsed
+
+
+def collect_requests(
+    scorer: Scorer,
+    body_of: Callable[[JudgeRequest], Mapping[str, Any]],
+    source: Path,
+    stage: Callable[[str, bytes], Any],
+    *,
+    skip: Callable[[str], str | None],
+    stats: CollectStats,
+) -> None:
+    """Call ``stage(key, line)`` for each request of ``source`` that ``skip(key)`` keeps."""
+    evaluator = scorer.caller.evaluator
+    for item in _requests(source):
+        for request in scorer.judge_requests(item):
+            material = evaluator.cache_key_material(request)
+            if material is None:
+                continue
+            stats.requests += 1
+            key = cache_key(material)
+            reason = skip(key)
+            if reason == "cached":
+                stats.cached += 1
+            elif reason:
+                stats.in_ledger += 1
+            else:
+                stats.staged += 1
+                stage(key, request_line(key, body_of(request)))
+
+
+@dataclass(slots=True)
+class BatchReport:
+    """What the batch phase did in this invocation (for the summary)."""
+
+    requests: int = 0
+    cached: int = 0
+    in_batches: int = 0
+    staged: int = 0
+    parts: int = 0
+    files_uploaded: int = 0
+    batches_created: int = 0
+    answered: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    live_cost: float | None = None
+    batch_cost: float | None = None
+    cancelled: int = 0
+    staging_s: float = 0.0
+    staging_cpu_s: float = 0.0
+    exchange_s: float = 0.0
+    exchange_cpu_s: float = 0.0
+
+    @property
+    def saving(self) -> float | None:
+        if self.live_cost is None or self.batch_cost is None:
+            return None
+        return self.live_cost - self.batch_cost
+
+
+def _batch_evaluator(scorer: Scorer) -> OpenAIBatchEvaluator:
+    evaluator = scorer.caller.evaluator
+    if not isinstance(evaluator, OpenAIBatchEvaluator):
+        raise ConfigError("the batch route needs an openai-batch:MODEL evaluator")
+    if scorer.caller.cache is None:
+        raise ConfigError(
+            "the batch route keeps its answers in the response cache: drop --no-cache"
+        )
+    return evaluator
+
+
+def _runner(scorer: Scorer, settings: Settings, limits: Mapping[str, int]) -> BatchRunner:
+    evaluator = _batch_evaluator(scorer)
+    assert scorer.caller.cache is not None
+    return BatchRunner(
+        evaluator.client,
+        evaluator.ledger,
+        scorer.caller.cache,
+        max_retries=settings.max_retries,
+        poll=PollPolicy(initial=settings.batch_poll_s, maximum=max(60.0, settings.batch_poll_s)),
+        **limits,
+    )
+
+
+async def run_batches(
+    scorer: Scorer,
+    settings: Settings,
+    source: Path,
+    *,
+    progress: ProgressFn | None = None,
+    cancel: bool = False,
+    limits: Mapping[str, int] | None = None,
+) -> BatchReport:
+    """Stage what ``source`` still needs, then drive every batch to its end (or cancel them)."""
+    evaluator = _batch_evaluator(scorer)
+    runner = _runner(scorer, settings, limits or {})
+    report = BatchReport()
+    if cancel:
+        report.cancelled = await runner.cancel()
+        return report
+    cache = scorer.caller.cache
+    assert cache is not None
+    ledger = evaluator.ledger
+    writer = runner.writer()
+    stats = CollectStats()
+
+    def skip(key: str) -> str | None:
+        if cache.get(key) is not None:
+            return "cached"
+        if writer.holds(key) or ledger.state_of(key) is not None:
+            return "ledger"
+        return None
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        collect_requests(scorer, evaluator.request_body, source, writer.add, skip=skip, stats=stats)
+        writer.close_part()
+    except BaseException:
+        writer.abort()
+        raise
+    report.staging_s = time.perf_counter() - wall
+    report.staging_cpu_s = time.process_time() - cpu
+    report.requests, report.cached = stats.requests, stats.cached
+    report.in_batches, report.staged, report.parts = (
+        stats.in_ledger,
+        stats.staged,
+        len(writer.parts),
+    )
+    wall, cpu = time.perf_counter(), time.process_time()
+    await runner.run(progress)
+    report.exchange_s = time.perf_counter() - wall
+    report.exchange_cpu_s = time.process_time() - cpu
+    report.files_uploaded = runner.files_uploaded
+    report.batches_created = runner.batches_created
+    report.answered = runner.answered
+    report.failed = ledger.counts().get("failed", 0)
+    report.prompt_tokens, report.completion_tokens = runner.prompt_tokens, runner.completion_tokens
+    if settings.price_input_per_mtok is not None and settings.price_output_per_mtok is not None:
+        report.live_cost = (
+            report.prompt_tokens * settings.price_input_per_mtok
+            + report.completion_tokens * settings.price_output_per_mtok
+        ) / 1e6
+        report.batch_cost = report.live_cost * settings.batch_discount
+    return report
+
+
+def export_requests(scorer: Scorer, source: Path, sink: IO[bytes]) -> CollectStats:
+    """Write the Batch API line of every uncached request of ``source`` to ``sink``."""
+    evaluator = scorer.caller.evaluator
+    body_of = getattr(evaluator, "request_body", None)
+    if body_of is None:
+        raise ConfigError(
+            f"evaluator {evaluator.id} has no chat-completions body to export: "
+            "use openai:MODEL or openai-batch:MODEL"
+        )
+    cache = scorer.caller.cache
+    seen: set[str] = set()
+    stats = CollectStats()
+
+    def skip(key: str) -> str | None:
+        if cache is not None and cache.get(key) is not None:
+            return "cached"
+        if key in seen:
+            return "duplicate"
+        seen.add(key)
+        return None
+
+    collect_requests(
+        scorer, body_of, source, lambda _key, line: sink.write(line), skip=skip, stats=stats
+    )
+    return stats
+
+
+def import_responses(lines: Iterable[bytes], cache: ResponseCache) -> tuple[int, int, list[str]]:
+    """Load a Batch API output file into the cache: (stored, failed requests, bad lines)."""
+    return import_output_lines(lines, cache)
+
+
+def open_ledger(settings: Settings) -> BatchLedger:
+    return BatchLedger(ledger_path(settings))

@@ -1,0 +1,473 @@
+"""The ``openai-batch`` route against the fake Files + Batches API, over real HTTP.
+
+The fault matrix of the live route holds here too: permanent faults end in the stage they
+provoke (retryable ones after the whole retry budget of follow-up batches), transient ones end
+valid, and no chat-completion call is made. Results equal the live route's; a killed run resumes
+without submitting any request twice; a finished run rerun creates no batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from itertools import count
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from clients.batch import BatchLedger, PartWriter, outcome_of_line, request_line
+from service.cli import app
+from service.contracts import ItemResult
+from service.runtime import open_scorer
+from service.scorefile import score_file
+from service.settings import Settings
+from tests.fakes.batch_server import FakeBatchConfig, answer_line, run_fake_batches
+from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
+from tests.integration.test_fault_matrix import PERMANENT, TRANSIENT, _line
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _settings(
+    base_url: str, tmp_path: Path, evaluator: str = "openai-batch:fake-judge"
+) -> Settings:
+    return Settings(
+        evaluator=evaluator,
+        openai_base_url=base_url,
+        openai_api_key="test-key",
+        timeout_s=10,
+        retry_base_s=0.0,
+        max_retries=5,
+        batch_poll_s=0.01,
+        data_dir=tmp_path / "data",
+    )
+
+
+def _results(path: Path) -> dict[str, ItemResult]:
+    rows = [ItemResult.model_validate_json(x) for x in path.read_bytes().splitlines()]
+    return {r.item_id: r for r in rows if r.item_id}
+
+
+async def _batch_run(settings: Settings, source: Path, out: Path, **limits: int):
+    from service.batchroute import run_batches
+
+    async with open_scorer(settings) as scorer:
+        report = await run_batches(scorer, settings, source, limits=limits)
+        summary = await score_file(scorer, source, out)
+    return report, summary
+
+
+async def test_fault_matrix_through_the_batch_route(tmp_path: Path) -> None:
+    lines = [_line("clean-1", "(one)"), _line("clean-2", "(two)")]
+    lines += [_line(f"perm-{fault}", f"[[fake:{fault}]]") for fault in PERMANENT]
+    lines += [_line(f"tran-{f}", f"[[fake:{f}*{n}]]") for f, n in TRANSIENT.items()]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+
+    with run_fake_batches() as fake:
+        settings = _settings(fake.base_url, tmp_path)
+        # small files, so splitting and several concurrent batches are exercised too
+        report, summary = await _batch_run(settings, source, out, max_lines=10)
+        assert fake.counters.chat_calls == 0
+        assert max(fake.counters.file_lines) == 10
+        batches_after_first = fake.counters.batches
+
+        # rerun of a finished run: no new file, no new batch, identical results
+        again = tmp_path / "again.jsonl"
+        report2, _ = await _batch_run(settings, source, again)
+        assert fake.counters.batches == batches_after_first
+        assert report2.staged == 0 and report2.batches_created == 0
+        assert fake.counters.chat_calls == 0
+
+    results = _results(out)
+    assert len(results) == len(lines) and summary.scored == len(lines)
+    stages = Counter(
+        m.failure.stage for r in results.values() for m in r.metrics.values() if m.failure
+    )
+    expected: Counter[str] = Counter()
+    for stage in PERMANENT.values():
+        expected[stage] += 3
+    assert stages == expected
+    for fault, stage in PERMANENT.items():
+        for name, metric in results[f"perm-{fault}"].metrics.items():
+            assert metric.failure is not None and metric.failure.stage == stage, (fault, name)
+    # a retryable failure was sent once and retried five times, in follow-up batches
+    ledger = sqlite3.connect(tmp_path / "data" / "batch_ledger.sqlite3")
+    tries = dict(ledger.execute("SELECT state, max(tries) FROM requests GROUP BY state"))
+    assert tries["failed"] == 6
+    assert "batch API" in results["perm-rate_limit"].metrics["confidence_tone"].failure.detail
+    for fault in TRANSIENT:
+        assert all(m.status == "valid" for m in results[f"tran-{fault}"].metrics.values())
+    for item in results.values():
+        assert item.provenance.route == "batch"
+        assert item.provenance.evaluator == "openai-batch:fake-judge"
+    assert report.prompt_tokens > 0 and report.completion_tokens > 0
+    assert report.batches_created >= 6  # one round per retry at least
+    assert fake.counters.by_custom_id.most_common(1)[0][1] == 6
+    assert _results(again) == {k: v for k, v in results.items()}
+
+
+def _comparable(result: ItemResult) -> dict:
+    data = result.model_dump(mode="json")
+    for metric in data["metrics"].values():
+        metric.pop("cache_hit")
+        metric.pop("attempts")
+    # the two fakes listen on different ports: the base URL is part of the settings hash
+    for name in ("cache", "attempts", "route", "evaluator", "evaluator_settings_sha256"):
+        data["provenance"].pop(name)
+    return data
+
+
+async def test_batch_results_equal_the_live_routes(tmp_path: Path) -> None:
+    lines = [_line(f"item-{i}", f"(case {i})") for i in range(6)]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    live_out, batch_out = tmp_path / "live.jsonl", tmp_path / "batch.jsonl"
+    with run_fake_judge(FakeJudgeConfig(quote_mode="first_sentence")) as live:
+        async with open_scorer(
+            _settings(live.base_url, tmp_path / "live", "openai:fake-judge")
+        ) as scorer:
+            await score_file(scorer, source, live_out)
+        sent_live = [r for r in live.requests]
+    with run_fake_batches(FakeBatchConfig(quote_mode="first_sentence")) as fake:
+        await _batch_run(_settings(fake.base_url, tmp_path / "batch"), source, batch_out)
+        input_file = next(p for p in fake.app.root.iterdir() if p.name.startswith("file-"))
+        sent_batch = [json.loads(x)["body"] for x in input_file.read_bytes().splitlines()]
+    a, b = _results(live_out), _results(batch_out)
+    assert {k: _comparable(v) for k, v in a.items()} == {k: _comparable(v) for k, v in b.items()}
+    assert all(m.score == 3 for r in b.values() for m in r.metrics.values())
+    # the very same bodies went out
+    key = lambda body: json.dumps(body, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, sent_live)) == sorted(map(key, sent_batch))
+
+
+async def test_expired_and_failed_batches(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(_line(f"i-{i}", f"({i})") for i in range(4)) + "\n")
+    out = tmp_path / "out.jsonl"
+    # the first batch expires whole: every line is resubmitted and then answered
+    with run_fake_batches(FakeBatchConfig(expire_batches=1)) as fake:
+        report, _ = await _batch_run(_settings(fake.base_url, tmp_path), source, out)
+        assert fake.counters.batches == 2 and report.failed == 0
+    assert all(m.status == "valid" for r in _results(out).values() for m in r.metrics.values())
+
+    # a batch that fails validation is not retried: its requests are transport failures
+    out2 = tmp_path / "out2.jsonl"
+    with run_fake_batches(FakeBatchConfig(fail_batches=1)) as fake:
+        await _batch_run(_settings(fake.base_url, tmp_path / "b"), source, out2)
+        assert fake.counters.batches == 1
+    failures = [m.failure for r in _results(out2).values() for m in r.metrics.values()]
+    assert all(f is not None and f.stage == "transport" for f in failures)
+    assert all("fake validation failure" in f.detail for f in failures if f)
+
+
+def test_part_writer_splits_at_lines_and_bytes(tmp_path: Path) -> None:
+    ledger = BatchLedger(tmp_path / "ledger.sqlite3")
+    line = request_line("k", {"model": "m", "messages": [{"role": "user", "content": "x" * 100}]})
+    writer = PartWriter(ledger, max_lines=3, max_bytes=len(line) * 2 + 1)
+    for i in range(5):
+        writer.add(f"k{i}", line)
+    writer.close_part()
+    sizes = [p["lines"] for p in ledger.parts()]
+    assert sizes == [2, 2, 1]
+    assert all(p["bytes"] <= len(line) * 2 + 1 for p in ledger.parts())
+    writer = PartWriter(ledger, max_lines=2, max_bytes=10**9)
+    for i in range(5):
+        writer.add(f"m{i}", line)
+    writer.close_part()
+    assert [p["lines"] for p in ledger.parts()][3:] == [2, 2, 1]
+    ledger.close()
+
+
+def test_output_lines_are_read_strictly() -> None:
+    ok = {
+        "custom_id": "a",
+        "response": {
+            "status_code": 200,
+            "body": {
+                "choices": [{"message": {"content": "{}"}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            },
+        },
+    }
+    assert outcome_of_line(json.dumps(ok).encode()).response.usage.prompt_tokens == 3
+    busy = {
+        "custom_id": "b",
+        "response": {"status_code": 429, "body": {"error": {"message": "slow"}}},
+    }
+    outcome = outcome_of_line(json.dumps(busy).encode())
+    assert outcome.retryable and outcome.status == 429 and outcome.error == "slow"
+    bad = {"custom_id": "c", "response": {"status_code": 400, "body": {}}}
+    assert not outcome_of_line(json.dumps(bad).encode()).retryable
+    expired = {
+        "custom_id": "d",
+        "response": None,
+        "error": {"code": "batch_expired", "message": "x"},
+    }
+    assert outcome_of_line(json.dumps(expired).encode()).retryable
+    bare = {"custom_id": "f", "response": ok["response"]["body"]}
+    assert outcome_of_line(json.dumps(bare).encode()).response is not None
+    for raw in (b"{", b"[]", b'{"custom_id": "e"}'):
+        with pytest.raises(ValueError):
+            outcome_of_line(raw)
+
+
+def _cli_env(base_url: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHJUDGE_", "OPENAI_"))}
+    env.update(
+        FAITHJUDGE_OPENAI_BASE_URL=base_url,
+        FAITHJUDGE_OPENAI_API_KEY="test-key",
+        FAITHJUDGE_DATA_DIR=str(tmp_path / "data"),
+        FAITHJUDGE_BATCH_POLL_S="0.05",
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def test_kill_9_mid_run_then_rerun_never_submits_twice(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(_line(f"k-{i}", f"({i})") for i in range(8)) + "\n")
+    out = tmp_path / "out.jsonl"
+    command = [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "score",
+        str(source),
+        "-o",
+        str(out),
+        "--evaluator",
+        "openai-batch:fake-judge",
+        "--no-progress",
+    ]
+    ledger_file = tmp_path / "data" / "batch_ledger.sqlite3"
+    # each state lasts a second: the first run is killed while its batch is in progress
+    with run_fake_batches(FakeBatchConfig(step_s=1.0)) as fake:
+        env = _cli_env(fake.base_url, tmp_path)
+        first = subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while fake.counters.batches == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.counters.batches == 1, "the first run never submitted its batch"
+        time.sleep(0.3)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        assert not out.exists() or not out.read_text().strip()
+        with sqlite3.connect(ledger_file) as db:
+            assert db.execute("SELECT count(*) FROM parts WHERE batch_id IS NOT NULL").fetchone()[0]
+
+        second = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, timeout=120)
+        assert second.returncode == 0, second.stderr.decode()
+        assert fake.counters.batches == 1 and fake.counters.files == 1
+        assert max(fake.counters.by_custom_id.values()) == 1
+        assert len(fake.counters.by_custom_id) == 24
+        assert fake.counters.chat_calls == 0
+
+        third = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, timeout=120)
+        assert third.returncode == 0, third.stderr.decode()
+        assert fake.counters.batches == 1 and fake.counters.files == 1
+    results = _results(out)
+    assert len(results) == 8
+    assert all(m.status == "valid" for r in results.values() for m in r.metrics.values())
+
+
+def test_crash_between_create_and_record_adopts_the_batch(tmp_path: Path) -> None:
+    """A batch created but never recorded is found again by its metadata tag, not re-created."""
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("c-1", "(one)") + "\n")
+    with run_fake_batches() as fake:
+        settings = _settings(fake.base_url, tmp_path)
+        import anyio
+
+        original = BatchLedger.set_submitted
+        calls = {"n": 0}
+
+        def crash_once(self, part, batch_id, state):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise KeyboardInterrupt  # stands in for a kill right after the create call
+            return original(self, part, batch_id, state)
+
+        BatchLedger.set_submitted = crash_once  # type: ignore[method-assign]
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                anyio.run(_batch_run, settings, source, tmp_path / "a.jsonl")
+            report, _ = anyio.run(_batch_run, settings, source, tmp_path / "b.jsonl")
+        finally:
+            BatchLedger.set_submitted = original  # type: ignore[method-assign]
+        assert fake.counters.batches == 1 and report.batches_created == 0
+    assert all(
+        m.status == "valid"
+        for r in _results(tmp_path / "b.jsonl").values()
+        for m in r.metrics.values()
+    )
+
+
+def test_cli_export_import_then_score_from_the_cache(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(_line(f"e-{i}", f"({i})") for i in range(3)) + "\n")
+    requests = tmp_path / "requests.jsonl"
+    answers = tmp_path / "answers.jsonl"
+    data = ["--data-dir", str(tmp_path / "data")]
+    runner = CliRunner()
+    # the fake judge only stands for the server later scoring would reach: it must see no call
+    with run_fake_judge() as judge:
+        env = {"FAITHJUDGE_OPENAI_BASE_URL": judge.base_url, "FAITHJUDGE_OPENAI_API_KEY": "k"}
+        export = ["judge-requests", "export", str(source), "-o", str(requests)]
+        result = runner.invoke(app, [*export, "--evaluator", "openai:judge-x", *data], env=env)
+        assert result.exit_code == 0, result.output
+        lines = requests.read_bytes().splitlines()
+        assert len(lines) == 9
+        assert all(json.loads(x)["url"] == "/v1/chat/completions" for x in lines)
+
+        # any engine that answers the file (vLLM's batch runner writes the same format); here
+        # the fake's answering, run offline
+        with answers.open("wb") as sink:
+            for raw in lines:
+                answer, _, _ = answer_line(json.loads(raw), Counter(), "none", count())
+                sink.write(json.dumps(answer).encode() + b"\n")
+            sink.write(b"not json\n")
+        result = runner.invoke(app, ["judge-requests", "import", str(answers), *data])
+        assert result.exit_code == 0, result.output
+        assert "9 answer(s) cached" in result.output and "1 bad line(s)" in result.output
+
+        score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
+        result = runner.invoke(app, [*score, "--evaluator", "openai:judge-x", *data], env=env)
+        assert result.exit_code == 0, result.output
+        assert judge.counters.total == 0
+        # nothing is left to export
+        result = runner.invoke(app, [*export, "--evaluator", "openai:judge-x", *data], env=env)
+        assert result.exit_code == 0 and requests.read_bytes() == b""
+    results = _results(tmp_path / "o.jsonl")
+    assert len(results) == 3
+    assert all(
+        m.cache_hit and m.status == "valid" for r in results.values() for m in r.metrics.values()
+    )
+
+
+def test_import_refuses_a_file_with_no_answer(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"no": "custom_id"}\n')
+    result = CliRunner().invoke(app, ["judge-requests", "import", str(bad)])
+    assert result.exit_code == 4 and "line 1: no custom_id" in result.output
+    result = CliRunner().invoke(app, ["judge-requests", "import", str(tmp_path / "missing")])
+    assert result.exit_code == 3 and "not found" in result.output
+
+
+def test_cli_cancel_leaves_nothing_running(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("x-1", "(one)") + "\n")
+    out = tmp_path / "out.jsonl"
+    command = [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "score",
+        str(source),
+        "-o",
+        str(out),
+        "--evaluator",
+        "openai-batch:fake-judge",
+        "--no-progress",
+    ]
+    with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
+        env = _cli_env(fake.base_url, tmp_path)
+        first = subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while fake.counters.batches == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        fake.config.step_s = 0.0
+        result = subprocess.run(
+            [*command, "--cancel"], env=env, cwd=ROOT, capture_output=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr.decode()
+        assert "batches cancelled" in result.stderr.decode()
+        assert [b["status"] for b in fake.app.batches.values()] == ["cancelled"]
+        # the cancelled requests are sent again by the next run
+        result = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, timeout=120)
+        assert result.returncode == 0, result.stderr.decode()
+        assert fake.counters.batches == 2
+    assert len(_results(out)) == 1
+
+
+def test_the_service_refuses_the_batch_evaluator_with_a_clear_error(tmp_path: Path) -> None:
+    from service.api.app import create_app
+    from service.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="openai-batch"):
+        create_app(Settings(evaluator="openai-batch:m", data_dir=tmp_path))
+
+
+def test_ctrl_c_leaves_the_batches_running_and_a_rerun_resumes(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("s-1", "(one)") + "\n")
+    out = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "service.cli", "score", str(source), "-o", str(out),
+               "--evaluator", "openai-batch:fake-judge", "--no-progress"]  # fmt: skip
+    with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
+        env = _cli_env(fake.base_url, tmp_path)
+        # a parent started in the background ignores SIGINT, and children inherit that
+        first = subprocess.Popen(
+            command,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.monotonic() + 60
+        while fake.counters.batches == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        first.send_signal(signal.SIGINT)
+        _, stderr = first.communicate(timeout=60)
+        assert first.returncode == 5, stderr.decode()  # stopped early
+        assert "keep running" in stderr.decode() and "--cancel" in stderr.decode()
+        assert [b["status"] for b in fake.app.batches.values()] != ["cancelled"]
+        fake.config.step_s = 0.0
+        again = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, timeout=120)
+        assert again.returncode == 0, again.stderr.decode()
+        assert fake.counters.batches == 1
+    assert len(_results(out)) == 1
+
+
+def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("m-1", "(one)") + "\n")
+    score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
+    env = {"FAITHJUDGE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    result = CliRunner().invoke(app, [*score, "--evaluator", "lexicon:v1", "--cancel"], env=env)
+    assert result.exit_code == 3 and "--cancel applies" in result.output
+    batch = ["--evaluator", "openai-batch:m", "--no-cache"]
+    result = CliRunner().invoke(app, [*score, *batch], env=env)
+    assert result.exit_code == 3 and "response cache" in result.output
+
+
+async def test_progress_reports_the_providers_counts_and_states(tmp_path: Path) -> None:
+    from clients.batch import BatchProgress
+    from service.batchroute import run_batches
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(_line(f"p-{i}", f"({i})") for i in range(5)) + "\n")
+    seen: list[BatchProgress] = []
+    with run_fake_batches() as fake:
+        settings = _settings(fake.base_url, tmp_path)
+        async with open_scorer(settings) as scorer:
+            await run_batches(
+                scorer, settings, source, progress=seen.append, limits={"max_lines": 4}
+            )
+    assert {state for p in seen for state in p.states} >= {"in_progress", "completed"}
+    last = seen[-1]
+    assert last.total == 15 and last.completed == 15 and last.failed == 0
+    assert last.states == {"completed": 4} and last.describe() == "4 completed"
