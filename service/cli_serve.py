@@ -33,7 +33,7 @@ async def check_job_store(settings: Settings) -> None:
     import anyio
     from sqlalchemy.engine import make_url
 
-    from service.jobs.store import JobStore
+    from service.jobs.contract import open_job_store
 
     url = settings.job_store_url
     try:
@@ -42,7 +42,7 @@ async def check_job_store(settings: Settings) -> None:
         shown = url.split("@")[-1]
     try:
         with anyio.fail_after(30):
-            store = await JobStore.open(url, schema=settings.database_schema)
+            store = await open_job_store(url, schema=settings.database_schema)
     except Exception as exc:
         cause = str(exc).splitlines()[0][:300] if str(exc) else ""
         raise FaithJudgeError(

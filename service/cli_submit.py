@@ -24,7 +24,7 @@ from service.errors import FaithJudgeError
 
 if TYPE_CHECKING:
     from clients.sdk import BatchStatus, FaithJudgeClient, LineRejection
-    from service.api.wire import ProblemItem
+    from service.wire import ProblemItem
 
 __all__ = ["register", "submit_command"]
 

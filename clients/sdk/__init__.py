@@ -2,7 +2,7 @@
 
 ``FaithJudgeClient`` and ``AsyncFaithJudgeClient`` score single CoTs, upload batches (streamed),
 wait on them with a progress callback, stream and download their results, fetch reports and
-list or cancel batches. The bodies are the service's own models (``service.api.wire``,
+list or cancel batches. The bodies are the service's own models (``service.wire``,
 ``service.contracts``); errors are the typed tree documented in ``clients.sdk.errors``.
 """
 
@@ -25,7 +25,8 @@ from clients.sdk.errors import (
     ValidationFailed,
     WaitTimeout,
 )
-from service.api.wire import (
+from service.contracts import ItemResult, ScoreRequest
+from service.wire import (
     TERMINAL_STATES,
     BatchAccepted,
     BatchPage,
@@ -33,7 +34,6 @@ from service.api.wire import (
     LineRejection,
     Problem,
 )
-from service.contracts import ItemResult, ScoreRequest
 
 __all__ = [
     "TERMINAL_STATES",

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ValidationError
 from clients.resilience import RetryPolicy, parse_retry_after
 from clients.sdk.errors import ApiError, ProtocolError, RateLimited, ServerError, TransportError
 from service import __version__
-from service.api.wire import NDJSON, Readiness
 from service.errors import ConfigError, UserInputError
+from service.wire import NDJSON, Readiness
 
 __all__ = [
     "CHUNK_BYTES",

@@ -48,7 +48,8 @@ from clients.sdk._common import (
     transport_error,
 )
 from clients.sdk.errors import ApiError, TransportError, WaitTimeout, error_from_response
-from service.api.wire import (
+from service.contracts import ItemResult, ScoreRequest
+from service.wire import (
     NDJSON,
     BatchAccepted,
     BatchPage,
@@ -60,7 +61,6 @@ from service.api.wire import (
     Readiness,
     ReportFormat,
 )
-from service.contracts import ItemResult, ScoreRequest
 
 __all__ = ["AsyncFaithJudgeClient", "AsyncProgressCallback"]
 

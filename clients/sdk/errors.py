@@ -27,8 +27,8 @@ import httpx
 from pydantic import ValidationError
 
 from clients.resilience import parse_retry_after
-from service.api.wire import PROBLEM_JSON, Problem, ProblemItem
 from service.errors import FaithJudgeError
+from service.wire import PROBLEM_JSON, Problem, ProblemItem
 
 __all__ = [
     "ApiError",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -19,20 +18,20 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from service import __version__
-from service.api.info import describe_evaluator, knowledge_base_info, modification_catalogue
+from service.api.deps import AppState
+from service.api.info import describe_evaluator, knowledge_base_info
 from service.api.keys import KeyRing
 from service.api.metrics import Metrics, MetricsMiddleware
 from service.api.problems import install_handlers
 from service.api.uploads import BodyLimitMiddleware
-from service.api.wire import EvaluatorInfo, KnowledgeBaseInfo, ModificationCatalogue, Problem
 from service.errors import ConfigError
-from service.jobs.store import JobStore
+from service.jobs.contract import open_job_store
 from service.jobs.worker import Worker
-from service.pipeline import Scorer
 from service.runtime import open_scorer
 from service.settings import Settings
+from service.wire import Problem
 
-__all__ = ["AppState", "create_app"]
+__all__ = ["create_app"]
 
 log = logging.getLogger("faithjudge.api")
 
@@ -48,21 +47,6 @@ chain-of-thought explanations of medical vision-language models.
 Authenticate with `Authorization: Bearer <API key>` (`faithjudge keys create --tenant T`).
 Errors are `application/problem+json`.
 """
-
-
-@dataclass
-class AppState:
-    """What the handlers use; set up by the lifespan."""
-
-    settings: Settings
-    keys: KeyRing
-    metrics: Metrics
-    store: JobStore | None = None
-    scorer: Scorer | None = None
-    worker: Worker | None = None
-    evaluator_info: EvaluatorInfo | None = None
-    kb_info: KnowledgeBaseInfo | None = None
-    catalogue: ModificationCatalogue = field(default_factory=modification_catalogue)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -84,7 +68,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (nothing is opened until the lifespan starts)."""
-    from service.api.routes import router
+    from service.api.routes import router  # the endpoints, which import the deps, not the app
 
     if settings.evaluator.strip().startswith("openai-batch:"):
         # Its answers come from a batch phase the job worker does not run: refuse, rather than
@@ -98,7 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = await JobStore.open(settings.job_store_url, schema=settings.database_schema)
+        store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
         try:
             async with open_scorer(settings) as scorer, anyio.create_task_group() as group:
                 state.store, state.scorer = store, scorer

@@ -7,17 +7,17 @@ import hashlib
 import orjson
 
 from service import __version__
-from service.api.wire import (
+from service.pipeline import Scorer
+from service.schemas import SCHEMA_VERSION, schemas_sha256
+from service.scoring.modifications import ALL_MODIFICATIONS
+from service.settings import Settings
+from service.wire import (
     EvaluatorInfo,
     KnowledgeBaseInfo,
     KnowledgeBaseQuestion,
     ModificationCatalogue,
     ModificationInfo,
 )
-from service.pipeline import Scorer
-from service.schemas import SCHEMA_VERSION, schemas_sha256
-from service.scoring.modifications import ALL_MODIFICATIONS
-from service.settings import Settings
 
 __all__ = ["describe_evaluator", "knowledge_base_info", "modification_catalogue"]
 

@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from service.api.wire import PROBLEM_JSON, Problem, ProblemItem
 from service.errors import ConfigError, FaithJudgeError, UserInputError
+from service.jobs.contract import StoreUnavailable
 from service.jobs.ingest import (
     BatchLimitExceeded,
     BodyTooLarge,
@@ -26,7 +26,7 @@ from service.jobs.ingest import (
     NothingAccepted,
     TooManyActiveBatches,
 )
-from service.jobs.store import StoreUnavailable
+from service.wire import PROBLEM_JSON, Problem, ProblemItem
 
 __all__ = ["ApiError", "install_handlers", "problem_response"]
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.problems import ApiError
-from service.api.wire import NDJSON
+from service.wire import NDJSON
 
 __all__ = ["BodyLimitMiddleware", "batch_body"]
 

@@ -19,11 +19,11 @@ import anyio
 import orjson
 from pydantic import ValidationError
 
-from service.api.wire import BatchAccepted, LineRejection
 from service.contracts import ScoreRequest
 from service.errors import UserInputError
-from service.jobs.store import BatchRow, IdempotencyConflict, JobStore
+from service.jobs.contract import BatchRow, IdempotencyConflict, JobStore
 from service.scorefile import parse_line
+from service.wire import BatchAccepted, LineRejection
 
 __all__ = [
     "BatchLimitExceeded",

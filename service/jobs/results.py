@@ -17,11 +17,10 @@ import anyio
 import anyio.from_thread
 import orjson
 
-from service.api.wire import LineRejection
 from service.contracts import ItemResult
-from service.jobs.schema import DONE
-from service.jobs.store import JobStore
+from service.jobs.contract import DONE, JobStore
 from service.pipeline import input_error_result
+from service.wire import LineRejection
 
 __all__ = ["rejection_result", "render_report", "result_lines"]
 

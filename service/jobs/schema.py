@@ -22,9 +22,6 @@ from sqlalchemy import (
 )
 
 __all__ = [
-    "DONE",
-    "LEASED",
-    "PENDING",
     "STAGE_COLUMNS",
     "STATUS_COLUMNS",
     "batch_lines",
@@ -33,9 +30,6 @@ __all__ = [
 ]
 
 metadata = MetaData()
-
-# line states
-PENDING, LEASED, DONE = 0, 1, 2
 
 STATUS_COLUMNS = {"valid": "n_valid", "abstained": "n_abstained", "invalid": "n_invalid"}
 STAGE_COLUMNS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from service.api.wire import TERMINAL_STATES, BatchStatus
-from service.jobs.store import RECENT_S, BatchRow, JobStore, LineCounts
+from service.jobs.contract import RECENT_S, BatchRow, JobStore, LineCounts
+from service.wire import TERMINAL_STATES, BatchStatus
 
 __all__ = ["batch_status", "build_status"]
 

@@ -13,7 +13,6 @@ import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -38,36 +37,26 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, Operation
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from service.errors import FaithJudgeError
-from service.jobs.schema import (
+from service.jobs.contract import (
+    ACTIVE_STATES,
     DONE,
     LEASED,
     PENDING,
-    STAGE_COLUMNS,
-    STATUS_COLUMNS,
-    batch_lines,
-    batches,
+    RECENT_S,
+    BatchRow,
+    ClaimedLine,
+    DoneLine,
+    IdempotencyConflict,
+    LineCounts,
+    StoreUnavailable,
 )
+from service.jobs.schema import STAGE_COLUMNS, STATUS_COLUMNS, batch_lines, batches
 from service.private_files import private_file
 
-__all__ = [
-    "ACTIVE_STATES",
-    "RECENT_S",
-    "BatchRow",
-    "ClaimedLine",
-    "DoneLine",
-    "IdempotencyConflict",
-    "JobStore",
-    "LineCounts",
-    "StoreUnavailable",
-    "new_batch_id",
-]
+__all__ = ["SqlJobStore", "new_batch_id"]
 
-ACTIVE_STATES = ("queued", "running")
 # a batch still uploading holds a slot of its tenant, too
 _OCCUPYING_STATES = ("ingesting", "queued", "running")
-RECENT_S = 30.0
-"""Window of the recent-throughput count (the ETA's rate)."""
 # an upload that has not written for this long died with its process
 _STALE_INGEST_S = 600.0
 
@@ -78,10 +67,6 @@ def new_batch_id() -> str:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class StoreUnavailable(FaithJudgeError):
-    """The job store cannot be reached (the API answers 503 with Retry-After; workers wait)."""
 
 
 def _unreachable(exc: BaseException) -> bool:
@@ -121,66 +106,12 @@ def _shielded(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
-class IdempotencyConflict(Exception):
-    """Another batch of this tenant already holds the idempotency key."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRow:
-    id: str
-    tenant: str
-    name: str | None
-    status: str
-    created_at: float
-    updated_at: float
-    started_at: float | None
-    finished_at: float | None
-    total: int
-    rejected_count: int
-    rejections: str
-    idempotency_key: str | None
-    body_sha256: str | None
-    detail: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LineCounts:
-    """Aggregates over the lines of one batch."""
-
-    done: int
-    statuses: dict[str, int]
-    stages: dict[str, int]
-    errors: int
-    recent_done: int
-    first_done_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedLine:
-    batch_id: str
-    seq: int
-    line: int
-    request: str
-
-
-@dataclass(frozen=True, slots=True)
-class DoneLine:
-    """A scored line, with the outcome columns the status aggregate sums."""
-
-    batch_id: str
-    seq: int
-    result: bytes
-    is_error: int
-    statuses: dict[str, int]
-    stages: dict[str, int]
-
-
 def _row(mapping: Any) -> BatchRow:
     return BatchRow(**{name: mapping[name] for name in BatchRow.__slots__})
 
 
-class JobStore:
-    """Async access to the job tables. Build with ``await JobStore.open(url)``."""
+class SqlJobStore:
+    """The job store on SQLite or PostgreSQL (SQLAlchemy Core); ``open_job_store`` builds it."""
 
     def __init__(self, writer: AsyncEngine, reader: AsyncEngine, *, embedded: bool) -> None:
         self._writer = writer
@@ -191,7 +122,9 @@ class JobStore:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    async def open(cls, url: str, *, schema: str | None = None, migrate: bool = True) -> JobStore:
+    async def open(
+        cls, url: str, *, schema: str | None = None, migrate: bool = True
+    ) -> SqlJobStore:
         """Connect, and bring the schema up to date (Alembic) unless ``migrate`` is False.
 
         ``schema`` (PostgreSQL) puts every table in that schema, which must exist.

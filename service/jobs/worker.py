@@ -18,7 +18,7 @@ import anyio.abc
 import orjson
 
 from service.contracts import Failure, ItemResult, ScoreRequest
-from service.jobs.store import ClaimedLine, DoneLine, JobStore, StoreUnavailable
+from service.jobs.contract import ClaimedLine, DoneLine, JobStore, StoreUnavailable
 from service.pipeline import Scorer
 from service.scorefile import parse_line
 from service.settings import Settings

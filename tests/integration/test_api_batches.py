@@ -222,7 +222,7 @@ async def test_tenant_limit_on_unfinished_batches_is_429(
 async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    from service.jobs.store import JobStore
+    from service.jobs.contract import JobStore
     from service.jobs.worker import done_line
     from service.pipeline import input_error_result
 

@@ -22,8 +22,7 @@ import anyio
 import httpx
 import orjson
 
-from service.jobs.schema import DONE
-from service.jobs.store import JobStore
+from service.jobs.contract import DONE, open_job_store
 from service.prompts import load_prompt_set
 from service.settings import Settings
 from tests import fixtures_service
@@ -105,7 +104,7 @@ def _service(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.P
 async def _committed_item_ids(backend: Backend, data_dir: Path, batch_id: str) -> set[str]:
     """Item ids with a result in the store (read while no service runs)."""
     settings = Settings(data_dir=data_dir, **backend.overrides)
-    store = await JobStore.open(settings.job_store_url, schema=settings.database_schema)
+    store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
     ids: set[str] = set()
     try:
         start = 0

@@ -10,8 +10,7 @@ import anyio
 import orjson
 import pytest
 
-from service.jobs.schema import DONE
-from service.jobs.store import JobStore
+from service.jobs.contract import DONE, JobStore, open_job_store
 from service.jobs.worker import done_line
 from service.pipeline import input_error_result
 from service.settings import Settings
@@ -27,7 +26,7 @@ postgres_backend = fixtures_service.postgres_backend
 
 async def _open(backend: Backend, tmp_path: Path) -> JobStore:
     settings = Settings(data_dir=tmp_path / "data", **backend.overrides)
-    return await JobStore.open(settings.job_store_url, schema=settings.database_schema)
+    return await open_job_store(settings.job_store_url, schema=settings.database_schema)
 
 
 async def test_expired_leases_are_taken_over_and_stale_results_are_dropped(

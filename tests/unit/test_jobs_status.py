@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from service.contracts import Failure, ItemResult, MetricResult
+from service.jobs.contract import BatchRow, LineCounts
 from service.jobs.status import build_status
-from service.jobs.store import BatchRow, LineCounts
 from service.jobs.worker import done_line
 
 NOW = 1_000_000.0

@@ -8,7 +8,7 @@ from service.jobs.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - the store always passes its connection
-    raise RuntimeError("run migrations through service.jobs.store.JobStore.migrate()")
+    raise RuntimeError("run migrations through service.jobs.store.SqlJobStore.migrate()")
 
 context.configure(
     connection=connection,

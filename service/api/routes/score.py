@@ -1,0 +1,51 @@
+"""``POST /v1/score``: one CoT scored synchronously."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body
+
+from service.api.deps import (
+    JsonBody,
+    State,
+    Tenant,
+)
+from service.api.examples import (
+    EXAMPLE_REQUEST,
+    EXAMPLE_RESULT,
+    problems,
+)
+from service.api.problems import ApiError
+from service.contracts import ItemResult, ScoreRequest
+
+router = APIRouter()
+
+
+@router.post(
+    "/v1/score",
+    response_model=ItemResult,
+    summary="Score one CoT",
+    tags=["scoring"],
+    responses={
+        200: {"content": {"application/json": {"example": EXAMPLE_RESULT}}},
+        **problems(401, 413, 415, 422),
+    },
+)
+async def score(
+    state: State,
+    _tenant_name: Tenant,
+    _json: JsonBody,
+    body: Annotated[
+        ScoreRequest,
+        Body(
+            openapi_examples={"hinted": {"summary": "A CoT under a hint", "value": EXAMPLE_REQUEST}}
+        ),
+    ],
+) -> ItemResult:
+    """Score one ScoreRequest synchronously; item problems end up in the result, not as errors."""
+    if state.scorer is None:
+        raise ApiError(503, "the scorer is not ready")
+    result = await state.scorer.score(body)
+    state.metrics.observe(result, source="score")
+    return result
