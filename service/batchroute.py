@@ -196,7 +196,7 @@ def _batch_evaluator(scorer: Scorer) -> OpenAIBatchEvaluator:
     return evaluator
 
 
-def _runner(scorer: Scorer, settings: Settings, limits: Mapping[str, int]) -> BatchRunner:
+def _runner(scorer: Scorer, settings: Settings, limits: Mapping[str, Any]) -> BatchRunner:
     evaluator = _batch_evaluator(scorer)
     assert scorer.caller.cache is not None
     return BatchRunner(
@@ -216,7 +216,7 @@ async def run_batches(
     *,
     progress: ProgressFn | None = None,
     cancel: bool = False,
-    limits: Mapping[str, int] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> BatchReport:
     """Stage what ``source`` still needs, then drive every batch to its end (or cancel them)."""
     evaluator = _batch_evaluator(scorer)

@@ -20,6 +20,7 @@ from service.evaluators import evaluator_help
 
 if TYPE_CHECKING:
     from service.batchroute import BatchReport
+    from service.contracts import Metric
     from service.scorefile import RunSummary
     from service.settings import Settings
 
@@ -189,7 +190,11 @@ def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
 
 
 _ITEM_TABLE_MAX_LINES = 20
-_SHORT = {"clinical_fidelity": "CF", "causal_attribution": "CA", "confidence_tone": "CT"}
+_SHORT: dict[Metric, str] = {
+    "clinical_fidelity": "CF",
+    "causal_attribution": "CA",
+    "confidence_tone": "CT",
+}
 
 
 def _print_items(output: Path) -> None:

@@ -27,7 +27,7 @@ __all__ = ["gate_command", "register", "report_command"]
 
 # click's UsageError, reached through a public name: recent typer releases vendor click, so
 # ``click.UsageError`` would be a different class from the one typer raises.
-_UsageError = typer.BadParameter.__base__
+_UsageError: type[Exception] = typer.BadParameter.__base__  # type: ignore[assignment]
 
 
 def _load(path: Path, quote_rows: int = 0) -> pd.DataFrame:
@@ -148,11 +148,11 @@ def gate_command(
 class _GateCommand(TyperCommand):
     """``gate`` with usage errors mapped to exit 3, so exit 2 always means a coverage failure."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         try:
-            return super().parse_args(ctx, args)
+            return super().parse_args(ctx, args)  # type: ignore[arg-type]
         except _UsageError as exc:
-            exc.exit_code = int(ExitCode.UNEVALUABLE)
+            exc.exit_code = int(ExitCode.UNEVALUABLE)  # type: ignore[attr-defined]
             raise
 
 

@@ -123,8 +123,11 @@ def validate_judge_command(
             if name in judges:
                 raise UserInputError(f"--judge: the name {name!r} is given twice", field="judge")
             judges[name] = load_judge_results(path)
-        resamples = {} if bootstrap is None else {"B": bootstrap}
-        report = validate_judge(frame, judges, seed=seed, delta=delta, fit_cc=fit_cc, **resamples)
+        report = (
+            validate_judge(frame, judges, seed=seed, delta=delta, fit_cc=fit_cc)
+            if bootstrap is None
+            else validate_judge(frame, judges, B=bootstrap, seed=seed, delta=delta, fit_cc=fit_cc)
+        )
     except FaithJudgeError as exc:
         raise fail(exc) from None
     markdown = render_markdown(report)

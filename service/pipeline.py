@@ -72,12 +72,18 @@ def input_error_result(
     ``readable`` is the line's JSON object, when it was one: what can be read of it (item_id,
     model, question) stays in the result, so reports attribute the error to its model.
     """
-    kept: dict[str, str] = {}
-    for key in ("item_id", "model", "question"):
+
+    def text(key: str) -> str | None:
         value = (readable or {}).get(key)
-        if isinstance(value, str) and 0 < len(value) <= 2_000:
-            kept[key] = value
-    return ItemResult(line=line, **kept, error=Failure(stage="input", detail=detail))
+        return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
+
+    return ItemResult(
+        line=line,
+        item_id=text("item_id"),
+        model=text("model"),
+        question=text("question"),
+        error=Failure(stage="input", detail=detail),
+    )
 
 
 @dataclass(frozen=True, slots=True)

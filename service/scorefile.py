@@ -20,7 +20,7 @@ import anyio.abc
 import orjson
 from pydantic import ValidationError
 
-from service.contracts import METRICS, ItemResult, ScoreRequest, non_finite_path
+from service.contracts import METRICS, ItemResult, Metric, ScoreRequest, non_finite_path
 from service.errors import FaithJudgeError, UserInputError
 from service.pipeline import Scorer, input_error_result
 from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
@@ -40,7 +40,7 @@ class RunSummary:
     scored: int = 0
     input_errors: int = 0
     answers_off_options: int = 0
-    outcomes: dict[str, dict[str, int]] = field(
+    outcomes: dict[Metric, dict[str, int]] = field(
         default_factory=lambda: {metric: count_outcomes(()) for metric in METRICS}
     )
 
@@ -59,7 +59,7 @@ class RunSummary:
         """Grades that reached the judge and came back (valid, or the judge's own failure)."""
         return sum(counts[o] for counts in self.outcomes.values() for o in JUDGED)
 
-    def coverage(self, metric: str) -> dict[str, float | None]:
+    def coverage(self, metric: Metric) -> dict[str, float | None]:
         return rates_from_counts(self.outcomes[metric])
 
 

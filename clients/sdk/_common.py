@@ -237,7 +237,7 @@ def ndjson_body(source: Source) -> Body:
             handle.seek(start)
             return Body(NDJSON, size, True, _handle=handle, _start=start)
         return Body(NDJSON, None, False, _handle=handle, _start=-1)
-    if isinstance(source, Iterable | AsyncIterable):
+    if isinstance(source, Iterable | AsyncIterable) and not isinstance(source, bytes):
         replayable = isinstance(source, Sequence)
         return Body(NDJSON, None, replayable, _lines=source)
     raise UserInputError(

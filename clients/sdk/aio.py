@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -188,7 +188,7 @@ class AsyncFaithJudgeClient:
         offset: int = 0,
         follow: bool = False,
         poll_interval: float = 1.0,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         position, failures = offset, 0
         while True:
             ended = (await self.get_batch(batch_id)).terminal if follow else True
@@ -328,7 +328,7 @@ class AsyncFaithJudgeClient:
             stop=stop_after_attempt(retries + 1),
             wait=self._wait,
             retry=retry_if_exception(should_retry),
-            sleep=self._sleep,
+            sleep=self._sleep,  # type: ignore[arg-type]  # any awaitable result will do
             reraise=True,
         )
         return await retrying(attempt)
@@ -354,7 +354,7 @@ class AsyncFaithJudgeClient:
 
     async def _watch_events(
         self, batch_id: str, deadline: float | None, poll_interval: float
-    ) -> AsyncIterator[BatchStatus]:
+    ) -> AsyncGenerator[BatchStatus, None]:
         while True:
             read_timeout = EVENTS_READ_TIMEOUT_S
             if deadline is not None:
@@ -389,7 +389,7 @@ class AsyncFaithJudgeClient:
 
     async def _watch_polling(
         self, batch_id: str, deadline: float | None, poll_interval: float
-    ) -> AsyncIterator[BatchStatus]:
+    ) -> AsyncGenerator[BatchStatus, None]:
         while True:
             status = await self.get_batch(batch_id)
             yield status

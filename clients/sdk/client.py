@@ -353,7 +353,7 @@ class FaithJudgeClient:
             stop=stop_after_attempt(retries + 1),
             wait=self._wait,
             retry=retry_if_exception(should_retry),
-            sleep=self._sleep,
+            sleep=self._sleep,  # type: ignore[arg-type]  # its result is ignored
             reraise=True,
         )
         return retrying(attempt)

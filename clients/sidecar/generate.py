@@ -553,6 +553,7 @@ def _fingerprint(items_path: Path, manifest: dict[str, Any]) -> str:
 @contextmanager
 def _open_at(path: Path, size: int | None) -> Iterator[BinaryIO]:
     """``path`` for writing: afresh (``size`` None) or cut back to ``size`` bytes to append."""
+    handle: BinaryIO
     if size is None:
         handle = path.open("wb")
     else:
@@ -631,8 +632,8 @@ async def generate_file(
     if state is not None and progress is not None:
         progress(state["items_done"])
     with (
-        _open_at(output, state and state["out_bytes"]) as out,
-        _open_at(issues_path, state and state["issues_bytes"]) as bad,
+        _open_at(output, state["out_bytes"] if state is not None else None) as out,
+        _open_at(issues_path, state["issues_bytes"] if state is not None else None) as bad,
     ):
         items_done = state["items_done"] if state is not None else 0
 

@@ -5,6 +5,7 @@ upload parsed on the fly (nothing is spooled), and a size limit enforced while r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -39,7 +40,9 @@ async def _limited(request: Request, limit: int) -> AsyncIterator[bytes]:
 
 async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncIterator[bytes]:
     out: list[bytes] = []
-    state = {"field": b"", "value": b"", "headers": {}, "is_file": False, "seen": False}
+    state: dict[str, Any] = {
+        "field": b"", "value": b"", "headers": {}, "is_file": False, "seen": False
+    }  # fmt: skip
 
     def on_part_begin() -> None:
         state["headers"] = {}

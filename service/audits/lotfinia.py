@@ -285,7 +285,7 @@ def _regimes(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig)
     conf = p if config.regime_confidence == "p_yes" else np.where(c.yes, p, 1 - p)
     grounded = c.cgr_hit
     wrong = (c.parsed | config.regime_unparsed_as_incorrect) & ~c.correct
-    out = {"confidence": config.regime_confidence}
+    out: dict[str, Any] = {"confidence": config.regime_confidence}
     for name, mask in (
         ("grounded_correct", c.correct & grounded),
         ("ungrounded_correct", c.correct & ~grounded),
@@ -303,7 +303,7 @@ def _regimes(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig)
 def _subgroups(
     model: str, sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig
 ) -> list[dict[str, Any]]:
-    tests = []
+    tests: list[dict[str, Any]] = []
     for metric, by in _SUBGROUP_TESTS:
         elig, hit = (c.cgr_elig, c.cgr_hit) if metric == "CGR" else (c.uar_elig, c.uar_hit)
         labels = grid.items[by].to_numpy(dtype=object)
@@ -315,7 +315,8 @@ def _subgroups(
             rng=rng_for(config.seed, f"lotfinia/{model}/subgroup/{metric}/{by}"),
         )
         tests.append({"metric": metric, "by": by, **result})
-    q = benjamini_hochberg([np.nan if t["p"] is None else t["p"] for t in tests])
+    p_values: list[float] = [np.nan if t["p"] is None else float(t["p"]) for t in tests]
+    q = benjamini_hochberg(p_values)
     for test, value in zip(tests, q, strict=True):
         test["q"] = None if np.isnan(value) else float(value)
     return tests

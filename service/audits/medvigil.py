@@ -78,8 +78,11 @@ def sfr_weighted(
     tier_sfr: dict[str, float | None], weights: tuple[float, ...] = (1, 2, 3, 5, 8)
 ) -> float | None:
     """Σ w_k·SFR_{L_k} / Σ w_k over the tiers with a value (weights renormalised)."""
-    pairs = [(w, tier_sfr.get(t)) for w, t in zip(weights, TIERS, strict=True)]
-    pairs = [(w, v) for w, v in pairs if v is not None and np.isfinite(v)]
+    pairs: list[tuple[float, float]] = []
+    for w, t in zip(weights, TIERS, strict=True):
+        v = tier_sfr.get(t)
+        if v is not None and np.isfinite(v):
+            pairs.append((w, v))
     if not pairs:
         return None
     return sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)

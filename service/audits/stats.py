@@ -230,8 +230,8 @@ def permutation_test(
         perm = np.abs(draws[:, 0] / sizes[0] - draws[:, 1] / sizes[1])
     else:
         test = "anova_f"
-        observed = float(_f_statistic(ones[None, :], sizes)[0])
-        perm = _f_statistic(draws, sizes)
+        observed = float(_f_statistic(ones[None, :].astype(np.float64), sizes)[0])
+        perm = _f_statistic(draws.astype(np.float64), sizes)
     extreme = int(np.count_nonzero(perm >= observed - 1e-12))
     return {
         "test": test,

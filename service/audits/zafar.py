@@ -177,7 +177,7 @@ def zafar_audit(rows: pd.DataFrame, config: ZafarConfig | None = None) -> dict[s
     }
 
 
-def _pct(value: float) -> float | None:
+def _pct(value: float | None) -> float | None:
     return None if value is None or not np.isfinite(value) else 100.0 * float(value)
 
 
@@ -298,7 +298,7 @@ def _delta(n: int, point: float, samples: np.ndarray) -> dict[str, Any]:
             "significant": None,
         }
     s = summarise_replicates(n, float(point), np.asarray(samples, dtype=float))
-    significant = s.low is not None and (s.low > 0 or s.high < 0)
+    significant = s.low is not None and s.high is not None and (s.low > 0 or s.high < 0)
     return {
         "n": n,
         "delta": _pct(s.delta),

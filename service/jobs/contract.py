@@ -149,4 +149,5 @@ async def open_job_store(url: str, *, schema: str | None = None, migrate: bool =
     connected and migrated unless ``migrate`` is False."""
     from service.jobs.store import SqlJobStore
 
-    return await SqlJobStore.open(url, schema=schema, migrate=migrate)
+    store: JobStore = await SqlJobStore.open(url, schema=schema, migrate=migrate)
+    return store

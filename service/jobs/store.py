@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -81,7 +81,9 @@ def _unreachable(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("asyncpg") and "Connection" in type(exc).__name__
 
 
-def _shielded(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+def _shielded(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
     """Let a store call finish even if its caller is cancelled; name an unreachable database.
 
     A statement cut off by cancellation invalidates its pooled connection, and closing an
@@ -102,6 +104,7 @@ def _shielded(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
                 raise StoreUnavailable(
                     f"the job store is unreachable ({type(exc).__name__}: {cause})"
                 ) from exc
+        raise AssertionError("unreachable")  # the shield never swallows: here for the checker
 
     return wrapper
 
@@ -184,8 +187,9 @@ class SqlJobStore:
     ) -> BatchRow:
         """Create a batch in state ``ingesting`` (invisible to workers until ``finish_ingest``)."""
         now = time.time()
-        values = {
-            "id": new_batch_id(),
+        batch_id = new_batch_id()
+        values: dict[str, Any] = {
+            "id": batch_id,
             "tenant": tenant,
             "name": name,
             "status": "ingesting",
@@ -198,7 +202,7 @@ class SqlJobStore:
                 await conn.execute(insert(batches).values(values))
         except IntegrityError as exc:
             raise IdempotencyConflict(idempotency_key) from exc
-        row = await self.get_batch(tenant, values["id"])
+        row = await self.get_batch(tenant, batch_id)
         assert row is not None
         return row
 
@@ -467,7 +471,7 @@ class SqlJobStore:
                 # two statements, not UPDATE ... IN (subquery): PostgreSQL may run a LIMITed
                 # SKIP LOCKED subquery more than once and so lease more lines than asked for
                 seqs = list((await conn.execute(todo)).scalars())
-                rows = []
+                rows: Sequence[Any] = []
                 if seqs:
                     rows = (
                         await conn.execute(

@@ -17,7 +17,7 @@ import importlib.util
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -196,7 +196,9 @@ class TransformersBackend:
             # Rows that finished early are padded with pad tokens up to the batch's longest row.
             if ended is None:
                 tokens = _strip_trailing(tokens, self._tokenizer.pad_token_id)
-            finish = "stop" if ended is not None or len(new) < self._max_new_tokens else "length"
+            finish: Literal["stop", "length"] = (
+                "stop" if ended is not None or len(new) < self._max_new_tokens else "length"
+            )
             text = self._tokenizer.decode(tokens, skip_special_tokens=True)
             results.append(
                 Generation(

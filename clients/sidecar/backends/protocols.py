@@ -87,10 +87,8 @@ async def run_protocol(
     """
     if protocol == "single":
         prompt = load_inference_prompt(prompt_version)
-        conversations = [
-            [Turn("user", prompt.render(item.question), item.images)] for item in inputs
-        ]
-        generations = await backend.generate(conversations)
+        single = [[Turn("user", prompt.render(item.question), item.images)] for item in inputs]
+        generations = await backend.generate(single)
         return [
             Exchange(None, (gen,), gen.error)
             if gen.error is not None
