@@ -12,8 +12,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from clients.cache import ResponseCache
-from clients.resilience import JudgeCaller, RetryPolicy
 from service.errors import ConfigError
 from service.evaluators import make_evaluator
 from service.knowledge import load_knowledge_base
@@ -21,6 +19,8 @@ from service.pipeline import Scorer, ScoringParams
 from service.prompts import load_prompt_set
 from service.scoring.metrics import CalibrationParams
 from service.settings import Settings
+from service.transport.cache import ResponseCache
+from service.transport.resilience import JudgeCaller, RetryPolicy
 
 T = TypeVar("T")
 

@@ -6,7 +6,6 @@ list or cancel batches. The bodies are the service's own models (``service.api.w
 ``service.contracts``); errors are the typed tree documented in ``clients.sdk.errors``.
 """
 
-from clients.resilience import RetryPolicy
 from clients.sdk.aio import AsyncFaithJudgeClient, AsyncProgressCallback
 from clients.sdk.client import FaithJudgeClient, ProgressCallback
 from clients.sdk.errors import (
@@ -34,6 +33,7 @@ from service.api.wire import (
     Problem,
 )
 from service.contracts import ItemResult, ScoreRequest
+from service.transport.resilience import RetryPolicy
 
 __all__ = [
     "TERMINAL_STATES",

@@ -19,11 +19,11 @@ import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from clients.resilience import RetryPolicy, parse_retry_after
 from clients.sdk.errors import ApiError, ProtocolError, RateLimited, ServerError, TransportError
 from service import __version__
 from service.api.wire import NDJSON, Readiness
 from service.errors import ConfigError, UserInputError
+from service.transport.resilience import RetryPolicy, parse_retry_after
 
 __all__ = [
     "CHUNK_BYTES",

@@ -24,7 +24,6 @@ import httpx
 from httpx_sse import EventSource, SSEError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from clients.resilience import RetryPolicy
 from clients.sdk._common import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
@@ -61,6 +60,7 @@ from service.api.wire import (
     ReportFormat,
 )
 from service.contracts import ItemResult, ScoreRequest
+from service.transport.resilience import RetryPolicy
 
 __all__ = ["AsyncFaithJudgeClient", "AsyncProgressCallback"]
 

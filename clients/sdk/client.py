@@ -25,7 +25,6 @@ import httpx
 from httpx_sse import EventSource, SSEError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from clients.resilience import RetryPolicy
 from clients.sdk._common import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
@@ -62,6 +61,7 @@ from service.api.wire import (
     ReportFormat,
 )
 from service.contracts import ItemResult, ScoreRequest
+from service.transport.resilience import RetryPolicy
 
 __all__ = ["FaithJudgeClient", "ProgressCallback"]
 

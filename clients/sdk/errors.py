@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from clients.resilience import parse_retry_after
 from service.api.wire import PROBLEM_JSON, Problem, ProblemItem
 from service.errors import FaithJudgeError
+from service.transport.resilience import parse_retry_after
 
 __all__ = [
     "ApiError",

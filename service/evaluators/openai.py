@@ -1,8 +1,8 @@
 """The ``openai`` backend: chat completions against any OpenAI-compatible server.
 
-The client is built elsewhere (``clients/llm.py`` owns credentials and transport) and injected,
-with the SDK's own retries off: retries, limits and caching wrap this class from outside
-(``clients/resilience.py``). This module owns the wire format only.
+The client is built elsewhere (``service/transport/providers.py`` owns credentials and transport)
+and injected, with the SDK's own retries off: retries, limits and caching wrap this class from
+outside (``service/transport/resilience.py``). This module owns the wire format only.
 
 The response format is strict ``json_schema`` by default. A server that rejects it with a 400
 naming ``response_format`` (by the error's ``param``/``code`` fields, not its prose) is asked again
@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 import openai
 import orjson
 
-from clients.resilience import parse_retry_after
 from service.errors import EvaluatorError
-from service.evaluators.base import JudgeRequest, JudgeResponse, Usage
+from service.evaluators.base import JudgeRequest
+from service.transport.base import JudgeResponse, Usage
+from service.transport.resilience import parse_retry_after
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
