@@ -53,4 +53,4 @@ lock:
 		&& /tmp/faithjudge-lock/bin/pip freeze --exclude-editable | grep -v '^faithjudge' > constraints.txt
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .ruff_cache
+	rm -rf $(VENV) out .pytest_cache .ruff_cache .mypy_cache

@@ -22,8 +22,9 @@ import anyio.lowlevel
 import orjson
 
 from service.evaluators import register_evaluator
-from service.evaluators.base import JudgeRequest, JudgeResponse, Usage
+from service.evaluators.base import JudgeRequest
 from service.settings import Settings
+from service.transport.base import JudgeResponse, Usage
 
 __all__ = ["INSTANCES", "BenchEvaluator", "register", "total_calls"]
 

@@ -57,9 +57,9 @@ async def fill_cache(scorer: Any, source: Path) -> int:
     result lines). It uses the Scorer's private request-building steps; should they change, the
     keys stop matching and pass 2's zero-evaluator-calls check fails loudly.
     """
-    from clients.cache import cache_key
     from service.contracts import ScoreRequest
     from service.evaluators.base import JudgeRequest
+    from service.transport.cache import cache_key
 
     caller = scorer._caller
     evaluator, cache = caller.evaluator, caller.cache

@@ -3,7 +3,7 @@
 Two phases. The first reads the input once (streamed), builds every judge request exactly as
 the live route would (``Scorer.judge_requests``, ``OpenAIEvaluator.request_body``), keeps those
 not already answered (in the response cache) or already in a batch (in the ledger), stages them
-into part files and drives them through ``clients.batch.BatchRunner``. The second is an
+into part files and drives them through ``service.transport.batch.BatchRunner``. The second is an
 ordinary scoring run: every answer is read from the cache and verified there, so results equal
 the live route's; a request that failed for good comes back from ``OpenAIBatchEvaluator`` as a
 ``transport`` failure, and no chat-completion call is ever made.
@@ -17,97 +17,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from clients.batch import (
-    BatchLedger,
+from service.contracts import ScoreRequest
+from service.errors import ConfigError
+from service.evaluators.base import JudgeRequest
+from service.evaluators.openai_batch import OpenAIBatchEvaluator
+from service.pipeline import Scorer
+from service.scorefile import parse_line
+from service.settings import Settings
+from service.transport.batch import (
     BatchRunner,
     PollPolicy,
     ProgressFn,
     import_output_lines,
     request_line,
 )
-from clients.cache import ResponseCache, cache_key
-from service.contracts import ScoreRequest
-from service.errors import ConfigError, EvaluatorError
-from service.evaluators.base import JudgeRequest, JudgeResponse
-from service.pipeline import Scorer
-from service.scorefile import parse_line
-from service.settings import Settings
+from service.transport.cache import ResponseCache, cache_key
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
-    from service.evaluators.openai import OpenAIEvaluator
+    pass
 
 __all__ = [
     "BatchReport",
     "CollectStats",
-    "OpenAIBatchEvaluator",
     "collect_requests",
     "export_requests",
     "import_responses",
-    "ledger_path",
-    "open_ledger",
     "run_batches",
 ]
-
-
-def ledger_path(settings: Settings) -> Path:
-    return settings.data_dir / "batch_ledger.sqlite3"
-
-
-class OpenAIBatchEvaluator:
-    """The judge as the batch route reaches it: same requests and keys as ``openai:MODEL``.
-
-    ``judge`` is reached only for a request the cache does not answer: the batch phase either
-    recorded it as failed (its provider status and message become the transport failure) or
-    never ran for it.
-    """
-
-    route = "batch"
-
-    def __init__(self, inner: OpenAIEvaluator, ledger: BatchLedger) -> None:
-        self.inner = inner
-        self.ledger = ledger
-
-    @property
-    def id(self) -> str:
-        return "openai-batch:" + self.inner.id.partition(":")[2]
-
-    @property
-    def client(self) -> AsyncOpenAI:
-        return self.inner.client
-
-    def settings(self) -> Mapping[str, Any]:
-        return self.inner.settings()
-
-    def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
-        return self.inner.cache_key_material(request)
-
-    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
-        return self.inner.request_body(request)
-
-    def should_retry(self, exc: BaseException) -> bool:
-        return False  # retries happen as follow-up batches, never as live calls
-
-    def retry_after(self, exc: BaseException) -> float | None:
-        return None
-
-    async def judge(self, request: JudgeRequest) -> JudgeResponse:
-        material = self.inner.cache_key_material(request)
-        key = cache_key(material) if material is not None else ""
-        failure = self.ledger.failure_of(key)
-        if failure is not None:
-            tries, status, message = failure
-            raise EvaluatorError(
-                f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})",
-                status=status,
-                attempts=tries,
-            )
-        raise EvaluatorError("no batch answer for this request: the batch phase did not send it")
-
-    async def aclose(self) -> None:
-        self.ledger.close()
-        await self.inner.aclose()
 
 
 @dataclass(slots=True)
@@ -301,7 +237,3 @@ def export_requests(scorer: Scorer, source: Path, sink: IO[bytes]) -> CollectSta
 def import_responses(lines: Iterable[bytes], cache: ResponseCache) -> tuple[int, int, list[str]]:
     """Load a Batch API output file into the cache: (stored, failed requests, bad lines)."""
     return import_output_lines(lines, cache)
-
-
-def open_ledger(settings: Settings) -> BatchLedger:
-    return BatchLedger(ledger_path(settings))

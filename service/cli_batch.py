@@ -54,8 +54,8 @@ async def run_batch_phase(
         TimeElapsedColumn,
     )
 
-    from clients.batch import BatchProgress
     from service.batchroute import run_batches
+    from service.transport.batch import BatchProgress
 
     bar = Progress(
         TextColumn("[bold]batch[/bold]"),
@@ -163,9 +163,9 @@ def import_(
     data_dir: Annotated[Path | None, typer.Option(help="Where the cache lives.")] = None,
 ) -> None:
     """Load the answers of a Batch API output file into the response cache."""
-    from clients.cache import ResponseCache
     from service.batchroute import import_responses
     from service.private_files import private_dir
+    from service.transport.cache import ResponseCache
 
     try:
         settings = settings_from(data_dir=data_dir)

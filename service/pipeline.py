@@ -16,7 +16,6 @@ from typing import Any
 import anyio
 import orjson
 
-from clients.resilience import JudgeCaller
 from service import __version__
 from service.contracts import (
     NO_BASELINE,
@@ -34,7 +33,7 @@ from service.contracts import (
     TokenUsage,
 )
 from service.errors import EvaluatorError, UserInputError
-from service.evaluators.base import JudgeRequest, JudgeResponse
+from service.evaluators.base import JudgeRequest
 from service.knowledge import KnowledgeBase, entry_for_answer
 from service.prompts import PromptSet
 from service.schemas import SCHEMA_VERSION, judge_output_schema, judge_output_validator
@@ -51,6 +50,8 @@ from service.scoring.metrics import CalibrationParams, confidence_calibration
 from service.scoring.modifications import describe_modification, resolve_modification
 from service.scoring.normalize import NormalizedText, normalize
 from service.scoring.verdict import verify
+from service.transport.base import JudgeResponse
+from service.transport.resilience import JudgeCaller
 
 __all__ = ["Scorer", "ScoringParams", "input_error_result"]
 
@@ -105,7 +106,7 @@ class Scorer:
     def __init__(
         self,
         *,
-        caller: JudgeCaller,
+        caller: JudgeCaller[JudgeRequest],
         prompts: PromptSet,
         knowledge_base: KnowledgeBase | None,
         params: ScoringParams | None = None,

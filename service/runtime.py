@@ -12,8 +12,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from clients.cache import ResponseCache
-from clients.resilience import JudgeCaller, RetryPolicy
 from service.errors import ConfigError
 from service.evaluators import make_evaluator
 from service.knowledge import load_knowledge_base
@@ -22,6 +20,8 @@ from service.private_files import private_dir
 from service.prompts import load_prompt_set
 from service.scoring.metrics import CalibrationParams
 from service.settings import Settings
+from service.transport.cache import ResponseCache
+from service.transport.resilience import JudgeCaller, RetryPolicy
 
 T = TypeVar("T")
 

@@ -6,7 +6,6 @@ list or cancel batches. The bodies are the service's own models (``service.wire`
 ``service.contracts``); errors are the typed tree documented in ``clients.sdk.errors``.
 """
 
-from clients.resilience import RetryPolicy
 from clients.sdk.aio import AsyncFaithJudgeClient, AsyncProgressCallback
 from clients.sdk.client import FaithJudgeClient, ProgressCallback
 from clients.sdk.errors import (
@@ -26,6 +25,7 @@ from clients.sdk.errors import (
     WaitTimeout,
 )
 from service.contracts import ItemResult, ScoreRequest
+from service.transport.resilience import RetryPolicy
 from service.wire import (
     TERMINAL_STATES,
     BatchAccepted,

@@ -19,10 +19,10 @@ import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from clients.resilience import RetryPolicy, parse_retry_after
 from clients.sdk.errors import ApiError, ProtocolError, RateLimited, ServerError, TransportError
 from service import __version__
 from service.errors import ConfigError, UserInputError
+from service.transport.resilience import RetryPolicy, parse_retry_after
 from service.wire import NDJSON, Readiness
 
 __all__ = [

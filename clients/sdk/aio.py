@@ -24,7 +24,6 @@ import httpx
 from httpx_sse import EventSource, SSEError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from clients.resilience import RetryPolicy
 from clients.sdk._common import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
@@ -49,6 +48,7 @@ from clients.sdk._common import (
 )
 from clients.sdk.errors import ApiError, TransportError, WaitTimeout, error_from_response
 from service.contracts import ItemResult, ScoreRequest
+from service.transport.resilience import RetryPolicy
 from service.wire import (
     NDJSON,
     BatchAccepted,

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from clients.resilience import parse_retry_after
 from service.errors import FaithJudgeError
+from service.transport.resilience import parse_retry_after
 from service.wire import PROBLEM_JSON, Problem, ProblemItem
 
 __all__ = [

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import cast
 
 from service.errors import UserInputError
-from service.evaluators.base import Evaluator, JudgeRequest, JudgeResponse, Message, Usage
+from service.evaluators.base import Evaluator, JudgeRequest, Message
 from service.settings import Settings
+from service.transport.base import JudgeResponse, Usage
 
 __all__ = [
     "EVALUATOR_FACTORIES",
@@ -34,15 +35,15 @@ EvaluatorFactory = Callable[[str, Settings], Evaluator]
 
 
 def _openai(target: str, settings: Settings) -> Evaluator:
-    from clients.llm import Transport, make_openai_client
     from service.evaluators.openai import OpenAIEvaluator
+    from service.transport.providers import HttpTransport, make_openai_client
 
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     client = make_openai_client(
         base_url=settings.openai_base_url,
         api_key=key,
         timeout=settings.timeout_s,
-        transport=cast(Transport, settings.http_transport),  # checked by the factory
+        transport=cast(HttpTransport, settings.http_transport),  # checked by the factory
     )
     return OpenAIEvaluator(
         target,
@@ -54,8 +55,8 @@ def _openai(target: str, settings: Settings) -> Evaluator:
 
 
 def _openai_batch(target: str, settings: Settings) -> Evaluator:
-    from service.batchroute import OpenAIBatchEvaluator, open_ledger
     from service.evaluators.openai import OpenAIEvaluator
+    from service.evaluators.openai_batch import OpenAIBatchEvaluator, open_ledger
 
     inner = _openai(target, settings)
     assert isinstance(inner, OpenAIEvaluator)

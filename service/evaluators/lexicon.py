@@ -23,8 +23,9 @@ import orjson
 
 from service.assets import asset_dir
 from service.errors import ConfigError
-from service.evaluators.base import JudgeRequest, JudgeResponse
+from service.evaluators.base import JudgeRequest
 from service.scoring.lexicon import RULES_VERSION, Lexicon, compile_lexicon, judge_metric
+from service.transport.base import JudgeResponse
 
 __all__ = ["DEFAULT_LEXICON_DIR", "LexiconEvaluator", "load_lexicon"]
 

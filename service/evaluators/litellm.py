@@ -3,8 +3,8 @@
 LiteLLM is an optional extra (``pip install 'faithjudge[litellm]'``, pinned to one version) and
 is imported only when this backend is built. LiteLLM reads its providers' credentials itself;
 its own retries are switched off (``num_retries=0``) because ours live in
-``clients/resilience.py``. LiteLLM's exception classes subclass OpenAI's, so failures are
-classified the same way as the ``openai`` backend does, by type and status code.
+``service/transport/resilience.py``. LiteLLM's exception classes subclass OpenAI's, so failures
+are classified the same way as the ``openai`` backend does, by type and status code.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from clients.llm import load_litellm
-from clients.resilience import parse_retry_after
-from service.evaluators.base import JudgeRequest, JudgeResponse, Usage
+from service.evaluators.base import JudgeRequest
 from service.evaluators.openai import (
     ResponseFormatMode,
     chat_cache_material,
@@ -25,6 +23,9 @@ from service.evaluators.openai import (
     plain_json,
     response_format_for,
 )
+from service.transport.base import JudgeResponse, Usage
+from service.transport.providers import load_litellm
+from service.transport.resilience import parse_retry_after
 
 __all__ = ["LiteLLMEvaluator"]
 

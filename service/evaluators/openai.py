@@ -1,8 +1,8 @@
 """The ``openai`` backend: chat completions against any OpenAI-compatible server.
 
-The client is built elsewhere (``clients/llm.py`` owns credentials and transport) and injected,
-with the SDK's own retries off: retries, limits and caching wrap this class from outside
-(``clients/resilience.py``). This module owns the wire format only.
+The client is built elsewhere (``service/transport/providers.py`` owns credentials and transport)
+and injected, with the SDK's own retries off: retries, limits and caching wrap this class from
+outside (``service/transport/resilience.py``). This module owns the wire format only.
 
 The response format is strict ``json_schema`` by default. A server that rejects it with a 400
 naming ``response_format`` (by the error's ``param``/``code`` fields, not its prose) is asked again
@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 import openai
 import orjson
 
-from clients.resilience import parse_retry_after
-from service.errors import EvaluatorError
-from service.evaluators.base import JudgeRequest, JudgeResponse, Usage
+from service.evaluators.base import JudgeRequest
+from service.transport.base import JudgeResponse
+from service.transport.chat import json_default, parse_completion
+from service.transport.resilience import parse_retry_after
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -42,13 +43,6 @@ __all__ = [
 
 ResponseFormatMode = Literal["json_schema", "json_object", "none"]
 _MODES: tuple[str, ...] = ("json_schema", "json_object", "none")
-
-
-def json_default(value: Any) -> Any:
-    """orjson ``default`` hook for read-only mappings."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def plain_json(value: Any) -> Any:
@@ -161,34 +155,6 @@ def max_tokens_field_for(base_url: str) -> str:
     if host == "api.openai.com" or host.endswith((".openai.com", ".openai.azure.com")):
         return "max_completion_tokens"
     return "max_tokens"
-
-
-def parse_completion(raw: bytes) -> JudgeResponse:
-    """A ``JudgeResponse`` from a chat-completion reply body.
-
-    A reply cut at max tokens (``finish_reason`` ``length``) is returned as it is: verification
-    reports the truncated JSON as a parse failure, which the coverage report counts.
-    """
-    try:
-        data = orjson.loads(raw)
-        choices = data.get("choices") or []
-        text = (choices[0].get("message") or {}).get("content") if choices else None
-        usage = data.get("usage") or {}
-        return JudgeResponse(
-            text=text if isinstance(text, str) else "",
-            model=data.get("model"),
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            ),
-            fingerprint=data.get("system_fingerprint"),
-        )
-    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
-        raise EvaluatorError(
-            f"the server answered 200 but not with a chat completion ({exc})",
-            status=200,
-            body=raw[:2000].decode("utf-8", "replace"),
-        ) from exc
 
 
 class OpenAIEvaluator:

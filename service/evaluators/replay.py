@@ -17,7 +17,8 @@ import orjson
 
 from service.contracts import METRICS
 from service.errors import ConfigError, EvaluatorError
-from service.evaluators.base import JudgeRequest, JudgeResponse
+from service.evaluators.base import JudgeRequest
+from service.transport.base import JudgeResponse
 
 __all__ = ["ReplayEvaluator"]
 

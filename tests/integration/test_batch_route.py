@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clients.batch import BatchLedger, PartWriter, outcome_of_line, request_line
 from service.cli import app
 from service.contracts import ItemResult
 from service.runtime import open_scorer
 from service.scorefile import score_file
 from service.settings import Settings
+from service.transport.batch import BatchLedger, PartWriter, outcome_of_line, request_line
 from tests.fakes.batch_server import FakeBatchConfig, answer_line, run_fake_batches
 from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 from tests.integration.test_fault_matrix import PERMANENT, TRANSIENT, _line
@@ -455,8 +455,8 @@ def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
 
 
 async def test_progress_reports_the_providers_counts_and_states(tmp_path: Path) -> None:
-    from clients.batch import BatchProgress
     from service.batchroute import run_batches
+    from service.transport.batch import BatchProgress
 
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(_line(f"p-{i}", f"({i})") for i in range(5)) + "\n")

@@ -9,14 +9,15 @@ import anyio
 import orjson
 import pytest
 
-from clients.cache import ResponseCache
-from clients.llm import LOCAL_API_KEY, make_openai_client
-from clients.resilience import JudgeCaller, RetryPolicy
 from service.errors import ConfigError, EvaluatorError
 from service.evaluators import make_evaluator
-from service.evaluators.base import JudgeRequest, JudgeResponse, Message
+from service.evaluators.base import JudgeRequest, Message
 from service.evaluators.openai import OpenAIEvaluator
 from service.settings import Settings
+from service.transport.base import JudgeResponse
+from service.transport.cache import ResponseCache
+from service.transport.providers import LOCAL_API_KEY, make_openai_client
+from service.transport.resilience import JudgeCaller, RetryPolicy
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
 
 pytestmark = pytest.mark.anyio

@@ -10,11 +10,11 @@ import anyio
 import pytest
 from PIL import Image
 
-from clients.resilience import RetryPolicy
 from clients.sidecar.backends import BackendConfig, make_backend
 from clients.sidecar.backends.base import Turn
 from clients.sidecar.backends.litellm_chat import LiteLLMVLMBackend
 from service.errors import ConfigError
+from service.transport.resilience import RetryPolicy
 
 
 class _RateLimitError(Exception):

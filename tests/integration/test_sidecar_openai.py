@@ -13,8 +13,6 @@ import orjson
 import pytest
 from PIL import Image
 
-from clients.llm import make_openai_client
-from clients.resilience import RetryPolicy
 from clients.sidecar.backends.base import Turn
 from clients.sidecar.backends.openai_chat import OpenAIVLMBackend
 from clients.sidecar.generate import (
@@ -27,6 +25,8 @@ from clients.sidecar.items import SidecarItem
 from service.contracts import ScoreRequest
 from service.errors import UserInputError
 from service.schemas import request_validator
+from service.transport.providers import make_openai_client
+from service.transport.resilience import RetryPolicy
 from tests.fakes.vlm_server import FakeVLM, run_fake_vlm
 from tests.integration.sidecar_fixtures import (
     EFFUSION_RIGHT,

@@ -8,8 +8,8 @@ from types import MappingProxyType
 
 import pytest
 
-from clients.cache import ResponseCache, cache_key
-from service.evaluators.base import JudgeResponse, Usage
+from service.transport.base import JudgeResponse, Usage
+from service.transport.cache import ResponseCache, cache_key
 
 MATERIAL = {
     "backend": "openai",

@@ -7,11 +7,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from clients.resilience import JudgeCaller
 from service.errors import ConfigError, EvaluatorError, UserInputError
 from service.evaluators import EVALUATOR_FACTORIES, make_evaluator
 from service.evaluators.base import Evaluator, JudgeRequest, Message
 from service.evaluators.replay import ReplayEvaluator
+from service.transport.resilience import JudgeCaller
 
 pytestmark = pytest.mark.anyio
 

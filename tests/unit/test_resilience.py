@@ -12,10 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from clients.cache import ResponseCache, cache_key
-from clients.resilience import JudgeCaller, RetryPolicy, parse_retry_after
 from service.errors import ConfigError, EvaluatorError
-from service.evaluators.base import Evaluator, JudgeRequest, JudgeResponse, Message
+from service.evaluators.base import Evaluator, JudgeRequest, Message
+from service.transport.base import JudgeResponse
+from service.transport.cache import ResponseCache, cache_key
+from service.transport.resilience import JudgeCaller, RetryPolicy, parse_retry_after
 
 pytestmark = pytest.mark.anyio
 

@@ -62,8 +62,8 @@ def make_backend(config: BackendConfig) -> VLMBackend:
             trust_remote_code=config.trust_remote_code,
         )
     if config.backend == "openai":
-        from clients.llm import make_openai_client
         from clients.sidecar.backends.openai_chat import OpenAIVLMBackend
+        from service.transport.providers import make_openai_client
 
         client = make_openai_client(
             base_url=config.base_url, api_key=config.api_key, timeout=config.timeout

@@ -1,28 +1,28 @@
 """The ``litellm`` backend: hosted VLMs (Gemini, Claude, ...) through LiteLLM.
 
 LiteLLM is the optional ``litellm`` extra, imported only when this backend is built
-(``clients.llm.load_litellm`` explains how to install it when it is missing). Its own retries
-are off; calls go through the same ``JudgeCaller`` as the ``openai`` backend, with LiteLLM's
-transient errors classified as the judge's LiteLLM backend does. Provider credentials are read
-by LiteLLM itself. Images are PNG data URIs in OpenAI's ``image_url`` format, which LiteLLM
-translates for each provider.
+(``service.transport.providers.load_litellm`` explains how to install it when it is missing).
+Its own retries are off; calls go through the same ``JudgeCaller`` as the ``openai`` backend,
+with LiteLLM's transient errors classified as the judge's LiteLLM backend does. Provider
+credentials are read by LiteLLM itself. Images are PNG data URIs in OpenAI's ``image_url``
+format, which LiteLLM translates for each provider.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import orjson
 
-from clients.llm import load_litellm
-from clients.resilience import JudgeCaller, RetryPolicy
 from clients.sidecar.backends.base import Conversation, Generation
 from clients.sidecar.backends.openai_chat import ChatCall, generate_through
-from service.evaluators.base import JudgeRequest, JudgeResponse
 from service.evaluators.litellm import LiteLLMEvaluator
+from service.transport.base import JudgeResponse
+from service.transport.providers import load_litellm
+from service.transport.resilience import JudgeCaller, RetryPolicy
 
 __all__ = ["LiteLLMVLMBackend"]
 
@@ -43,7 +43,7 @@ class _LiteLLMTarget:
     def settings(self) -> Mapping[str, Any]:
         return {"model": self._model, "api_base": self._api_base}
 
-    def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+    def cache_key_material(self, request: ChatCall) -> Mapping[str, Any] | None:
         return None
 
     def should_retry(self, exc: BaseException) -> bool:
@@ -52,8 +52,8 @@ class _LiteLLMTarget:
     def retry_after(self, exc: BaseException) -> float | None:
         return self._classifier.retry_after(exc)
 
-    async def judge(self, request: JudgeRequest) -> JudgeResponse:
-        body = dict(cast(ChatCall, request).body)
+    async def judge(self, request: ChatCall) -> JudgeResponse:
+        body = dict(request.body)
         if self._api_base is not None:
             body["api_base"] = self._api_base
         result = await self._litellm.acompletion(num_retries=0, timeout=self._timeout, **body)
@@ -87,7 +87,7 @@ class LiteLLMVLMBackend:
         self._model = model
         self._target = _LiteLLMTarget(module, model, api_base, timeout)
         self._caller = JudgeCaller(
-            self._target,  # type: ignore[arg-type]
+            self._target,
             limiter=anyio.CapacityLimiter(concurrency),
             policy=policy or RetryPolicy(),
         )

@@ -1,11 +1,11 @@
 """The ``openai`` backend: a VLM behind any OpenAI-compatible server (vLLM, SGLang, ...).
 
 Images travel as base64 PNG data URIs in ``image_url`` parts, before the text of their turn.
-Calls go through the judge's resilience layer (``clients.resilience.JudgeCaller``): the same
-concurrency limiter, backoff policy (METHODS §1.14: base 1 s, x2, 5 retries, jitter) and
+Calls go through the judge's transport (``service.transport.resilience.JudgeCaller``): the
+same concurrency limiter, backoff policy (METHODS §1.14: base 1 s, x2, 5 retries, jitter) and
 transient-error classification as the evaluator, and the same client factory
-(``clients.llm.make_openai_client``, SDK retries off). Generation is greedy: temperature 0
-and a fixed seed where the server honours one.
+(``service.transport.providers.make_openai_client``, SDK retries off). Generation is greedy:
+temperature 0 and a fixed seed where the server honours one.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import base64
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
 
-from clients.resilience import JudgeCaller, RetryPolicy
 from clients.sidecar.backends.base import Conversation, Generation
 from service.errors import EvaluatorError
-from service.evaluators.base import JudgeRequest, JudgeResponse
 from service.evaluators.openai import max_tokens_field_for, openai_retry_after, openai_should_retry
+from service.transport.base import JudgeResponse
+from service.transport.resilience import JudgeCaller, RetryPolicy
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -81,14 +81,14 @@ def read_completion(raw: str) -> Generation:
 
 @dataclass(frozen=True, slots=True)
 class ChatCall:
-    """One wire-ready chat-completions body. ``JudgeCaller`` never looks inside a request: it
-    hands it back to the target's ``judge``, so a generation call travels through it as is."""
+    """One wire-ready chat-completions body: the request type of the sidecar's ``JudgeCaller``,
+    which hands it to the target's ``judge`` as is."""
 
     body: Mapping[str, Any]
 
 
 async def generate_through(
-    caller: JudgeCaller,
+    caller: JudgeCaller[ChatCall],
     conversations: Sequence[Conversation],
     body: Callable[[list[dict[str, Any]]], dict[str, Any]],
 ) -> list[Generation]:
@@ -103,7 +103,7 @@ async def generate_through(
         # PNG encoding of a radiograph takes tens of ms: keep it off the event loop.
         messages = await anyio.to_thread.run_sync(chat_messages, conversation)
         try:
-            response = await caller.call(cast(JudgeRequest, ChatCall(body(messages))))
+            response = await caller.call(ChatCall(body(messages)))
         except EvaluatorError as exc:
             results[index] = Generation("", "error", error=str(exc)[:500])
             return
@@ -129,7 +129,7 @@ class _ChatTarget:
     def settings(self) -> Mapping[str, Any]:
         return {"model": self._model, "base_url": str(self._client.base_url)}
 
-    def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+    def cache_key_material(self, request: ChatCall) -> Mapping[str, Any] | None:
         return None  # every generation is a fresh call; the model under test is never cached
 
     def should_retry(self, exc: BaseException) -> bool:
@@ -138,10 +138,9 @@ class _ChatTarget:
     def retry_after(self, exc: BaseException) -> float | None:
         return openai_retry_after(exc)
 
-    async def judge(self, request: JudgeRequest) -> JudgeResponse:
-        call = cast(ChatCall, request)
+    async def judge(self, request: ChatCall) -> JudgeResponse:
         raw = await self._client.post(
-            "/chat/completions", cast_to=bytes, content=orjson.dumps(call.body)
+            "/chat/completions", cast_to=bytes, content=orjson.dumps(request.body)
         )
         return JudgeResponse(text=raw.decode("utf-8", "replace"), model=self._model)
 
@@ -162,7 +161,7 @@ class OpenAIVLMBackend:
         seed: int | None = 0,
         concurrency: int = 100,
         policy: RetryPolicy | None = None,
-        caller: JudgeCaller | None = None,
+        caller: JudgeCaller[ChatCall] | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty string")
@@ -171,7 +170,7 @@ class OpenAIVLMBackend:
         self._model = model
         self._target = _ChatTarget(client, model)
         self._caller = caller or JudgeCaller(
-            self._target,  # type: ignore[arg-type]  # the protocol minus the JudgeRequest type
+            self._target,
             limiter=anyio.CapacityLimiter(concurrency),
             policy=policy or RetryPolicy(),
         )
@@ -191,7 +190,7 @@ class OpenAIVLMBackend:
         return self._model
 
     @property
-    def caller(self) -> JudgeCaller:
+    def caller(self) -> JudgeCaller[ChatCall]:
         return self._caller
 
     def settings(self) -> Mapping[str, Any]:

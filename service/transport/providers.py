@@ -2,7 +2,7 @@
 
 Backends (``service/evaluators/``) get a ready client and never look at the environment. The
 SDK's own retries are switched off here (``max_retries=0``): retries live in
-``clients/resilience.py``, where they are counted and reported.
+``service/transport/resilience.py``, where they are counted and reported.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 __all__ = [
     "LOCAL_API_KEY",
     "OPENAI_DEFAULT_BASE_URL",
-    "Transport",
+    "HttpTransport",
     "load_litellm",
     "make_openai_client",
 ]
 
-Transport = Literal["aiohttp", "httpx"]
+HttpTransport = Literal["aiohttp", "httpx"]
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 LOCAL_API_KEY = "not-needed"
 """Sent to servers that need no key (vLLM, llama.cpp, Ollama): the SDK insists on one."""
@@ -53,7 +53,7 @@ def make_openai_client(
     base_url: str | None = None,
     api_key: str | None = None,
     timeout: float = 60.0,
-    transport: Transport = "aiohttp",
+    transport: HttpTransport = "aiohttp",
     max_connections: int = 1000,
     max_keepalive: int = 200,
 ) -> AsyncOpenAI:

@@ -1,6 +1,6 @@
 """Content-addressed cache of raw evaluator responses (SQLite, standard library only).
 
-The key is the sha256 of the request *exactly as sent* (``Evaluator.cache_key_material``:
+The key is the sha256 of the request *exactly as sent* (``CallTarget.cache_key_material``:
 backend, base URL, model, messages, decoding parameters, response format), serialized as
 canonical JSON. Only what changes the output is in the key; timeouts and retry counts are not.
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from service.evaluators.base import JudgeResponse, Usage
 from service.private_files import private_file
+from service.transport.base import JudgeResponse, Usage
 
 __all__ = ["ResponseCache", "cache_key"]
 

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from clients.cache import ResponseCache
 from service.errors import EvaluatorError, FaithJudgeError
-from service.evaluators.base import JudgeResponse
+from service.transport.base import JudgeResponse
+from service.transport.cache import ResponseCache
+from service.transport.chat import json_default, parse_completion
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -65,8 +66,6 @@ SleepFn = Callable[[float], Awaitable[Any]]
 
 def request_line(key: str, body: Mapping[str, Any]) -> bytes:
     """One Batch API input line (newline-terminated) for the request cached under ``key``."""
-    from service.evaluators.openai import json_default
-
     line = {"custom_id": key, "method": "POST", "url": BATCH_ENDPOINT, "body": body}
     return orjson.dumps(line, default=json_default, option=orjson.OPT_APPEND_NEWLINE)
 
@@ -91,8 +90,6 @@ def _retryable_status(status: int | None) -> bool:
 
 def outcome_of_line(raw: bytes) -> RequestOutcome:
     """Read one output/error file line (OpenAI's format, which vLLM's batch runner also writes)."""
-    from service.evaluators.openai import parse_completion
-
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

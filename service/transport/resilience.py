@@ -1,6 +1,8 @@
 """Calling one evaluator safely: a concurrency limit, retries with backoff, a cache, dedupe.
 
-``JudgeCaller.call(request)`` is the only way the pipeline reaches an evaluator:
+``JudgeCaller.call(request)`` is the only way the pipeline reaches an evaluator (and the sidecar
+its VLM server). The caller is generic over the request type: it hands each request to its
+target untouched.
 
 1. the response cache is consulted (a hit costs no evaluator call: ``attempts == 0``);
 2. an identical request already in flight is awaited instead of sent again;
@@ -33,14 +35,14 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from clients.cache import ResponseCache, cache_key
 from service.errors import EvaluatorError, FaithJudgeError
-from service.evaluators.base import Evaluator, JudgeRequest, JudgeResponse
+from service.transport.base import CallTarget, JudgeResponse
+from service.transport.cache import ResponseCache, cache_key
 
 __all__ = [
     "CallerStats",
@@ -103,6 +105,7 @@ def unreachable_cause(exc: BaseException) -> str | None:
 
 
 SleepFn = Callable[[float], Awaitable[Any]]
+Request = TypeVar("Request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +187,7 @@ class _Flight:
     error: EvaluatorError | None = None
 
 
-class JudgeCaller:
+class JudgeCaller(Generic[Request]):
     """Wraps one evaluator with a limiter, retries, an optional cache and in-flight dedupe.
 
     ``sleep`` is the backoff sleep (tests pass a recorder that returns at once); ``rng`` draws
@@ -193,7 +196,7 @@ class JudgeCaller:
 
     def __init__(
         self,
-        evaluator: Evaluator,
+        evaluator: CallTarget[Request],
         *,
         limiter: anyio.CapacityLimiter | None = None,
         policy: RetryPolicy | None = None,
@@ -216,7 +219,7 @@ class JudgeCaller:
         self._retry = retry_if_exception(self._is_retryable)
         self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
 
-    async def call(self, request: JudgeRequest) -> JudgeResponse:
+    async def call(self, request: Request) -> JudgeResponse:
         """The evaluator's response to ``request``; raises ``EvaluatorError`` when it fails."""
         self.stats.requests += 1
         material = self.evaluator.cache_key_material(request)
@@ -259,7 +262,7 @@ class JudgeCaller:
             del self._inflight[key]
             flight.done.set()
 
-    async def _call_evaluator(self, request: JudgeRequest) -> JudgeResponse:
+    async def _call_evaluator(self, request: Request) -> JudgeResponse:
         if self._dead is not None:
             raise self._dead
         attempts = 0

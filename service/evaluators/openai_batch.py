@@ -1,0 +1,90 @@
+"""The ``openai-batch`` evaluator: the judge as the provider's Batch API route reaches it.
+
+It sends exactly the requests of ``openai:MODEL`` under the same cache keys; the batch phase
+(``service.batchroute``) fills the cache, so a live call happens only for a request that phase
+recorded as failed (its provider status and message become the transport failure) or never
+sent. Its ledger of parts, files and batches lives in the data directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from service.errors import EvaluatorError
+from service.evaluators.base import JudgeRequest
+from service.settings import Settings
+from service.transport.base import JudgeResponse
+from service.transport.batch import BatchLedger
+from service.transport.cache import cache_key
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from service.evaluators.openai import OpenAIEvaluator
+
+__all__ = ["OpenAIBatchEvaluator", "ledger_path", "open_ledger"]
+
+
+def ledger_path(settings: Settings) -> Path:
+    return settings.data_dir / "batch_ledger.sqlite3"
+
+
+class OpenAIBatchEvaluator:
+    """The judge as the batch route reaches it: same requests and keys as ``openai:MODEL``.
+
+    ``judge`` is reached only for a request the cache does not answer: the batch phase either
+    recorded it as failed (its provider status and message become the transport failure) or
+    never ran for it.
+    """
+
+    route = "batch"
+
+    def __init__(self, inner: OpenAIEvaluator, ledger: BatchLedger) -> None:
+        self.inner = inner
+        self.ledger = ledger
+
+    @property
+    def id(self) -> str:
+        return "openai-batch:" + self.inner.id.partition(":")[2]
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        return self.inner.client
+
+    def settings(self) -> Mapping[str, Any]:
+        return self.inner.settings()
+
+    def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        return self.inner.cache_key_material(request)
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        return self.inner.request_body(request)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return False  # retries happen as follow-up batches, never as live calls
+
+    def retry_after(self, exc: BaseException) -> float | None:
+        return None
+
+    async def judge(self, request: JudgeRequest) -> JudgeResponse:
+        material = self.inner.cache_key_material(request)
+        key = cache_key(material) if material is not None else ""
+        failure = self.ledger.failure_of(key)
+        if failure is not None:
+            tries, status, message = failure
+            raise EvaluatorError(
+                f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})",
+                status=status,
+                attempts=tries,
+            )
+        raise EvaluatorError("no batch answer for this request: the batch phase did not send it")
+
+    async def aclose(self) -> None:
+        self.ledger.close()
+        await self.inner.aclose()
+
+
+def open_ledger(settings: Settings) -> BatchLedger:
+    return BatchLedger(ledger_path(settings))
