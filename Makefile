@@ -30,14 +30,14 @@ run: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/faithjudge serve --host 127.0.0.1 --port 8000
 
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+test: lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# ruff, then mypy (strict on service/scoring and service/transport, default elsewhere)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -150,7 +150,7 @@ class _GateCommand(TyperCommand):
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         try:
-            return super().parse_args(ctx, args)  # type: ignore[arg-type]
+            return super().parse_args(ctx, args)
         except _UsageError as exc:
             exc.exit_code = int(ExitCode.UNEVALUABLE)  # type: ignore[attr-defined]
             raise

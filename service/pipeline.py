@@ -123,7 +123,7 @@ class Scorer:
         ).hexdigest()
 
     @property
-    def caller(self) -> JudgeCaller:
+    def caller(self) -> JudgeCaller[JudgeRequest]:
         return self._caller
 
     @property

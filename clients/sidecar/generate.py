@@ -589,7 +589,8 @@ class _Checkpoint:
             )
         if not output.exists() or output.stat().st_size < known[1]:
             raise UserInputError(f"{output} is shorter than its checkpoint; {hint}")
-        return state
+        resumed: dict[str, Any] = state
+        return resumed
 
     def save(self, **state: Any) -> None:
         # write-then-rename: a crash leaves the previous checkpoint or this one, never half

@@ -23,6 +23,8 @@ the grid value. Pure: pandas and numpy in, a pydantic model out.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
@@ -65,7 +67,8 @@ class CcScaleFit(BaseModel):
 
 def _losses(d: np.ndarray, t: np.ndarray, counts: np.ndarray) -> np.ndarray:
     pred = 1.0 - np.minimum(1.0, _GRID[:, None] * d[None, :])
-    return counts @ ((pred - t[None, :]) ** 2).T
+    losses: np.ndarray = counts @ ((pred - t[None, :]) ** 2).T
+    return losses
 
 
 def fit_kappa(d: np.ndarray, t: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
@@ -135,7 +138,7 @@ def fit_cc_scale(
     target = reader.groupby("item_id")["score"].mean()
     gaps = _gaps(judge_results, rho)
     items = sorted(set(target.index) & set(gaps.index))
-    common = {
+    common: dict[str, Any] = {
         "rho": rho,
         "n_items": len(items),
         "bootstrap": B,
@@ -143,7 +146,7 @@ def fit_cc_scale(
         "reader_alpha": reader_params.alpha,
         "reader_beta": reader_params.beta,
     }
-    empty = {
+    empty: dict[str, Any] = {
         "kappa": None,
         "alpha": None,
         "beta": None,
@@ -153,7 +156,7 @@ def fit_cc_scale(
         "mse": None,
     }
     if not items:
-        note = "no item has both a valid judge CF/CT and a reader CF/CT"
+        note: str | None = "no item has both a valid judge CF/CT and a reader CF/CT"
         return CcScaleFit(**common, **empty, zero_penalty_share=None, clip_binds=None, note=note)
     d = gaps.loc[items].to_numpy(dtype=np.float64)
     t = target.loc[items].to_numpy(dtype=np.float64)

@@ -242,7 +242,8 @@ def coverage_from_rates(
     rates: dict[str, RateEstimate] = {}
     for r, rate in enumerate(RATES):
         parts = [report[scope].rates[rate].point for scope in ("CF", "CA", "CC")]
-        point = float(np.mean(parts)) if all(p is not None for p in parts) else np.nan
+        known = [p for p in parts if p is not None]
+        point = float(np.mean(known)) if len(known) == len(parts) else np.nan
         events, trials = _rate_counts(macro_counts, rate)
         rates[rate] = estimate_rate(point, macro_samples[:, r], level, events, trials)
     report["macro"] = Coverage(

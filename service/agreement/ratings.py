@@ -311,7 +311,10 @@ def _metric_rows(result: ItemResult, item_id: str, lineno: int, where: str) -> l
     }
     rows: list[list[Any]] = []
     for metric in METRICS:
-        status, score, stage, detail = "invalid", None, "missing", "metric not in the result"
+        status: str = "invalid"
+        score: int | None = None
+        stage: str | None = "missing"
+        detail: str | None = "metric not in the result"
         if result.error is not None:  # the line's own stage, as every coverage count reads it
             stage, detail = metric_outcome(None, result.error.stage), result.error.detail
         elif metric in result.metrics:

@@ -127,7 +127,8 @@ def tau_b_from_counts(x: npt.ArrayLike, y: npt.ArrayLike, counts: npt.ArrayLike)
     out = np.full(c.shape[0], np.nan)
     ok = den > 0
     out[ok] = num[ok] / den[ok]
-    return np.clip(out, -1.0, 1.0)
+    clipped: FloatArray = np.clip(out, -1.0, 1.0)
+    return clipped
 
 
 def percentile_interval(samples: npt.ArrayLike, level: float = 0.95) -> tuple[float, float] | None:

@@ -198,7 +198,7 @@ def _judge_report(
         )
     taus = [axes[a].tau.tau for a in MACRO_AXES]
     present = [t for t in taus if t is not None]
-    macro = float(np.mean(taus)) if len(present) == len(taus) else None
+    macro = float(np.mean(present)) if len(present) == len(taus) else None
     partial = float(np.mean(present)) if present and macro is None else None
     if macro is None:
         lacking = [a for a, t in zip(MACRO_AXES, taus, strict=True) if t is None]

@@ -44,7 +44,8 @@ class AppState:
 
 
 def app_state(request: Request) -> AppState:
-    return request.app.state.faithjudge
+    state: AppState = request.app.state.faithjudge
+    return state
 
 
 def _store(state: Annotated[AppState, Depends(app_state)]) -> JobStore:

@@ -55,11 +55,11 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
         state["value"] += data[start:end]
 
     def on_header_end() -> None:
-        state["headers"][state["field"].lower()] = state["value"]  # type: ignore[index]
+        state["headers"][state["field"].lower()] = state["value"]
         state["field"], state["value"] = b"", b""
 
     def on_headers_finished() -> None:
-        disposition = state["headers"].get(b"content-disposition", b"")  # type: ignore[union-attr]
+        disposition = state["headers"].get(b"content-disposition", b"")
         _, options = parse_options_header(disposition)
         if options.get(b"name") == b"file" and not state["seen"]:
             state["is_file"] = True
@@ -74,7 +74,7 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
 
     parser = MultipartParser(
         boundary,
-        callbacks={  # type: ignore[arg-type]
+        callbacks={
             "on_part_begin": on_part_begin,
             "on_header_field": on_header_field,
             "on_header_value": on_header_value,

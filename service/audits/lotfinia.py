@@ -225,7 +225,9 @@ def _model_block(
     }
 
 
-def _per_finding(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig) -> list:
+def _per_finding(
+    sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig
+) -> list[dict[str, Any]]:
     finding = grid.items["finding"].to_numpy(dtype=object)
     elig = sel & c.cgr_elig
     out = []
@@ -247,7 +249,9 @@ def _per_finding(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaCon
     return out
 
 
-def _calibration(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig) -> dict:
+def _calibration(
+    sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig
+) -> dict[str, Any]:
     p = grid.items["p_yes"].to_numpy(dtype=float)
     mask = sel & c.parsed & np.isfinite(p)
     n = int(mask.sum())
@@ -280,7 +284,7 @@ def _calibration(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaCon
     }
 
 
-def _regimes(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig) -> dict:
+def _regimes(sel: np.ndarray, grid: ItemGrid, c: _Cases, config: LotfiniaConfig) -> dict[str, Any]:
     p = grid.items["p_yes"].to_numpy(dtype=float)
     conf = p if config.regime_confidence == "p_yes" else np.where(c.yes, p, 1 - p)
     grounded = c.cgr_hit

@@ -172,7 +172,7 @@ def _case_matrix(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, pd.DataFra
     return matrix, originals["model"].to_numpy(dtype=object), originals.reset_index(drop=True)
 
 
-def _rates(sums: np.ndarray, config: MedvigilConfig, weights: tuple[float, ...]) -> dict:
+def _rates(sums: np.ndarray, config: MedvigilConfig, weights: tuple[float, ...]) -> dict[str, Any]:
     """Family rates, SFR per tier, SFR_w and the composite from (R × columns) sums."""
     with np.errstate(divide="ignore", invalid="ignore"):
         fam = {f: 100 * sums[:, 2 * i] / sums[:, 2 * i + 1] for i, f in enumerate(_FAMILIES)}
@@ -272,7 +272,7 @@ def _model_block(
     return block
 
 
-def _notes(probes: dict[str, int], point: dict) -> list[str]:
+def _notes(probes: dict[str, int], point: dict[str, Any]) -> list[str]:
     notes = [
         f"no {name} probes: metrics that need them are null" for name, n in probes.items() if n == 0
     ]
@@ -313,7 +313,7 @@ def _bootstrap(model: str, cases: np.ndarray, config: MedvigilConfig) -> dict[st
     return {"B": config.B, "seed": config.seed, **out}
 
 
-def _per_tier(cases: np.ndarray, originals: pd.DataFrame, config: MedvigilConfig) -> dict:
+def _per_tier(cases: np.ndarray, originals: pd.DataFrame, config: MedvigilConfig) -> dict[str, Any]:
     """Table 10: per tier, family rates and a composite with the tier's unweighted SFR."""
     tiers = originals["risk_tier"].to_numpy(dtype=object)
     out = {}

@@ -68,7 +68,8 @@ def run_audit(table: AuditTable, options: AuditOptions | None = None) -> dict[st
             audits[name] = {"framework": name, "skipped": "no record belongs to this audit"}
         else:
             audits[name] = runners[name](rows)
-    return jsonable({"summary": summary, "audits": audits})
+    document: dict[str, Any] = jsonable({"summary": summary, "audits": audits})
+    return document
 
 
 def jsonable(value: Any) -> Any:

@@ -126,14 +126,14 @@ def _number(section: str, key: str, value: Any, *, low: float = 0.0, high: float
 
 def parse_config(data: dict[str, Any]) -> GateConfig:
     """Validate a decoded TOML document. Raises GateConfigError naming the bad key."""
-    for section, value in data.items():
-        if section not in _SECTIONS:
-            raise GateConfigError(f"unknown section [{section}]; expected {sorted(_SECTIONS)}")
+    for name, value in data.items():
+        if name not in _SECTIONS:
+            raise GateConfigError(f"unknown section [{name}]; expected {sorted(_SECTIONS)}")
         if not isinstance(value, dict):
-            raise GateConfigError(f"[{section}] must be a table")
-        unknown = set(value) - _SECTIONS[section]
+            raise GateConfigError(f"[{name}] must be a table")
+        unknown = set(value) - _SECTIONS[name]
         if unknown:
-            raise GateConfigError(f"[{section}] unknown keys: {sorted(unknown)}")
+            raise GateConfigError(f"[{name}] unknown keys: {sorted(unknown)}")
     gate = data.get("gate", {})
     bootstrap = int(_number("gate", "bootstrap", gate.get("bootstrap", 1000), low=1, high=1e6))
     seed = int(_number("gate", "seed", gate.get("seed", 0), low=0, high=2**32 - 1))

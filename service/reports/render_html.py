@@ -344,8 +344,8 @@ def _coverage(report: Report) -> str:
             [scope, str(cov.n_judged), str(cov.n_not_judged)]
             + [
                 "–"
-                if cov.rates[r].point is None
-                else f"{100 * cov.rates[r].point:.1f} [≤ {100 * (cov.rates[r].high or 0):.1f}]"
+                if (point := cov.rates[r].point) is None
+                else f"{100 * point:.1f} [≤ {100 * (cov.rates[r].high or 0):.1f}]"
                 for r in rates
             ]
             + [str(c["transport"]), str(c["kb"]), str(c["input"])]

@@ -126,8 +126,8 @@ def coverage_markdown(report: Report) -> list[str]:
     rows = []
     for scope, cov in report.coverage.items():
         cells = [
-            "–" if cov.rates[r].point is None
-            else f"{100 * cov.rates[r].point:.1f} [{fmt_pct(_hundred(cov.rates[r].high))}]"
+            "–" if (point := cov.rates[r].point) is None
+            else f"{100 * point:.1f} [{fmt_pct(_hundred(cov.rates[r].high))}]"
             for r in rates
         ]  # fmt: skip
         c = cov.counts

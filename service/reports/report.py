@@ -71,7 +71,8 @@ def build_report(
     baseline_codes = frozenset(items.loc[items["kind"] == "baseline", "modification"].unique())
     coverage = run_coverage(items, B=B, seed=seed)
     fpr = run_fpr(items, B=B, seed=seed)
-    comparison, counts = (None, {})
+    comparison: pd.DataFrame | None = None
+    counts: dict[str, int] = {}
     if baseline is not None:
         comparison, counts = compare_runs(baseline, items, B=B, seed=seed, tolerance=tolerance)
     return Report(

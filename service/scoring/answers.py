@@ -193,8 +193,9 @@ def _key_answer(text: str) -> str | None:
                 value = m.group(1)
         else:
             value = m.group(2)
-        if value.strip():
-            return value.strip()
+        text = str(value).strip()
+        if text:
+            return text
     return None
 
 

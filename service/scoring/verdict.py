@@ -34,7 +34,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from pydantic import ValidationError as PydanticValidationError
 
-from service.contracts import Failure, FailureStage, Metric, MetricResult
+from service.contracts import Failure, FailureStage, Metric, MetricResult, QuoteResult
 from service.errors import JudgeOutputInvalid
 from service.scoring.evidence import locate_quote
 from service.scoring.judge_output import JUDGE_OUTPUT_MODELS, SIGNAL_FIELDS
@@ -107,7 +107,7 @@ def verify(
             failure=Failure(stage="abstain", detail=str(doc.get("abstain_reason"))),
         )
 
-    quotes: list[dict[str, Any]] = []  # validated into QuoteResult by MetricResult (faster)
+    quotes: list[QuoteResult] = []
     for index, quote in enumerate(doc.get("quotes", ())):
         if not quote.strip() or (not quote.isascii() and not normalize_text(quote)):
             return _invalid("evidence", f"quotes[{index}] is empty", rationale)
@@ -118,7 +118,7 @@ def verify(
                 f"quotes[{index}] not found in the CoT: {_preview(quote)}",
                 rationale,
             )
-        quotes.append({"text": quote, "span": (match.start, match.end), "edits": match.edits})
+        quotes.append(QuoteResult(text=quote, span=(match.start, match.end), edits=match.edits))
 
     score: int = doc["score"]
     return MetricResult(
@@ -150,7 +150,7 @@ def _schema_valid(doc: dict[str, Any], metric: Metric, validator: Validator) -> 
             pass
         else:
             return True
-    return validator.is_valid(doc)
+    return bool(validator.is_valid(doc))
 
 
 def _invalid(stage: FailureStage, detail: str, rationale: str | None = None) -> MetricResult:
@@ -311,7 +311,7 @@ def _plain_problem(error: ValidationError) -> str:
     if keyword in ("minLength", "maxLength") and isinstance(instance, str):
         bound = "at least" if keyword == "minLength" else "at most"
         return f"expected {bound} {value} character(s), got {len(instance)}"
-    return error.message
+    return str(error.message)
 
 
 def _short(value: Any, limit: int = 40) -> str:

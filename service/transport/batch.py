@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import orjson
@@ -54,8 +54,8 @@ __all__ = [
     "stage_retries",
 ]
 
-BATCH_ENDPOINT = "/v1/chat/completions"
-COMPLETION_WINDOW = "24h"
+BATCH_ENDPOINT: Final = "/v1/chat/completions"
+COMPLETION_WINDOW: Final = "24h"
 MAX_FILE_LINES = 50_000
 MAX_FILE_BYTES = 200 * 1024 * 1024
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})

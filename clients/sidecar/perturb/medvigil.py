@@ -32,7 +32,8 @@ def gaussian_kernel(sigma: float) -> np.ndarray:
     radius = max(1, math.ceil(3 * sigma))
     x = np.arange(-radius, radius + 1, dtype=np.float64)
     weights = np.exp(-0.5 * (x / sigma) ** 2)
-    return weights / weights.sum()
+    kernel: np.ndarray = weights / weights.sum()
+    return kernel
 
 
 def _blur_axis(data: np.ndarray, weights: np.ndarray, axis: int) -> np.ndarray:
@@ -40,7 +41,8 @@ def _blur_axis(data: np.ndarray, weights: np.ndarray, axis: int) -> np.ndarray:
     if radius <= _DIRECT_MAX_RADIUS:
         from scipy import ndimage
 
-        return ndimage.correlate1d(data, weights, axis=axis, mode="mirror")
+        direct: np.ndarray = ndimage.correlate1d(data, weights, axis=axis, mode="mirror")
+        return direct
     from scipy import signal
 
     pad = [(0, 0)] * data.ndim
@@ -48,7 +50,10 @@ def _blur_axis(data: np.ndarray, weights: np.ndarray, axis: int) -> np.ndarray:
     padded = np.pad(data, pad, mode="reflect")  # numpy's reflect is cv2's reflect-101
     shape = [1] * data.ndim
     shape[axis] = weights.size
-    return signal.fftconvolve(padded, weights.reshape(shape), mode="valid", axes=axis)
+    via_fft: np.ndarray = signal.fftconvolve(
+        padded, weights.reshape(shape), mode="valid", axes=axis
+    )
+    return via_fft
 
 
 def gaussian_blur(array: np.ndarray, sigma: float) -> np.ndarray:

@@ -82,7 +82,7 @@ def _fidelity_params(raw: Mapping[str, Any]) -> FidelityParams:
         coverage_weight=float(raw["coverage_weight"]),
         neutral_coverage=float(raw["neutral_coverage"]),
         breadth_saturation=int(raw["breadth_saturation"]),
-        grade_thresholds=thresholds,  # type: ignore[arg-type]
+        grade_thresholds=thresholds,
     )
     if not 0.0 <= params.coverage_weight <= 1.0 or params.breadth_saturation < 1:
         raise ValueError("findings.scoring: coverage_weight in [0, 1], breadth_saturation >= 1")

@@ -169,6 +169,7 @@ def _phrase_credit(phrase: _Phrase, clause: _Clause, lex: Lexicon) -> float:
         return 0.0  # "less severe atelectasis" does not state "more severe atelectasis"
     if len(phrase.sides) == 1:
         ordered = tuple(dict.fromkeys(side for _, side in clause.sides))
+        side: str | None
         if phrase.comparative and len(ordered) == 2:
             side = ordered[0]  # "the right ... more severe ... than the left": the first wins
         else:

@@ -118,8 +118,10 @@ def _add(cot: str, start: int, end: int, out: list[Sentence]) -> None:
     stripped = piece.strip(_TRIM)
     if not stripped:
         return
-    words = _WORDS.get(stripped, _UNSEEN)
-    if words is _UNSEEN:
+    words: tuple[tuple[str, ...], frozenset[str]] | None
+    if stripped in _WORDS:
+        words = _WORDS[stripped]
+    else:
         if len(_WORDS) >= _WORDS_MAX:
             _WORDS.clear()
         if _LETTERS.search(stripped) is None:
@@ -130,11 +132,10 @@ def _add(cot: str, start: int, end: int, out: list[Sentence]) -> None:
         _WORDS[stripped] = words
     if words is not None:
         start += piece.index(stripped)
-        out.append(Sentence(start, start + len(stripped), *words))
+        out.append(Sentence(start, start + len(stripped), words[0], words[1]))
 
 
 _TRIM = " \t\r\n\"'`*#-\u00a0"
-_UNSEEN = object()
 # Stems of recent sentence texts: a sentence repeated across CoTs (boilerplate such as "I will
 # examine the chest X-ray") gets the same stems tuple, so every per-sentence memo keyed by
 # that tuple's identity (the scanner's, the fidelity rules') answers it without new work.
@@ -192,8 +193,8 @@ class Scanner:
                 by_next = self._multi.setdefault(key[0], {})
                 by_next.setdefault(key[1], []).append((key, len(key), category, i))
         for by_next in self._multi.values():
-            for entries in by_next.values():
-                entries.sort(key=lambda e: -e[1])
+            for candidates in by_next.values():
+                candidates.sort(key=lambda e: -e[1])
         self._firsts = frozenset(self._single) | frozenset(self._multi)
         self._memo.clear()
 

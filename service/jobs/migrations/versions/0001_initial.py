@@ -19,7 +19,7 @@ _STAGES = ("parse", "schema", "evidence", "abstain", "transport", "kb", "input")
 _STATUSES = ("valid", "abstained", "invalid")
 
 
-def _counter(name: str) -> sa.Column:
+def _counter(name: str) -> sa.Column[int]:
     return sa.Column(name, sa.SmallInteger(), nullable=False, server_default="0")
 
 
