@@ -67,6 +67,14 @@ JUDGE_COLUMNS = [
 _RATING_FIELDS = frozenset({"item_id", "rater", *RATING_AXES})
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UserInputError(f"{path}: cannot read the file ({reason})", field=str(path)) from exc
+
+
 def read_jsonl_objects(
     path: Path | str, *, what: str = "lines"
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -77,11 +85,7 @@ def read_jsonl_objects(
             holds no ``what`` at all.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise UserInputError(f"{path}: cannot read the file ({reason})", field=str(path)) from exc
+    raw = _read_bytes(path)
     rows: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
@@ -272,11 +276,7 @@ def reader_study_lines(path: Path | str) -> Iterator[tuple[int, bytes, str | Non
         UserInputError: the file cannot be read or holds no row at all.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise UserInputError(f"{path}: cannot read the file ({reason})", field=str(path)) from exc
+    raw = _read_bytes(path)
     rows = 0
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
@@ -360,11 +360,7 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
             item_id, or an empty file.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise UserInputError(f"{path}: cannot read the file ({reason})", field=str(path)) from exc
+    raw = _read_bytes(path)
     seen: dict[str, int] = {}
     rows: list[list[Any]] = []
     unidentified: list[int] = []
