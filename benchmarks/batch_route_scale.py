@@ -102,7 +102,7 @@ def child_main(args: argparse.Namespace) -> None:
                 "cpu_s": round(report.exchange_cpu_s, 2),
             },
             "scored": summary.scored,
-            "statuses": summary.statuses,
+            "outcomes": summary.totals(),
             "cache_hits": stats.cache_hits,
             "evaluator_calls": stats.evaluator_calls,
         }

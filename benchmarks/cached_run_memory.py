@@ -120,8 +120,7 @@ def child_main(args: argparse.Namespace) -> None:
                 items = summary.scored
                 extra = {
                     "input_errors": summary.input_errors,
-                    "statuses": summary.statuses,
-                    "stages": summary.stages,
+                    "outcomes": summary.totals(),
                 }
             wall = time.perf_counter() - w0
             cpu = time.process_time() - c0

@@ -75,7 +75,7 @@ async def _run(settings: Settings, source: Path, output: Path) -> tuple[float, f
     return (
         elapsed,
         cpu,
-        Counter({**summary.statuses, **{f"fail:{k}": v for k, v in summary.stages.items()}}),
+        Counter(summary.totals()),
     )
 
 

@@ -112,11 +112,7 @@ def score_verdict(summary: RunSummary) -> tuple[ExitCode, str | None]:
     if summary.judged == 0:
         if summary.input_errors == summary.scored:
             return ExitCode.NOTHING_SCORED, "no line of the input is a readable request"
-        stages: dict[str, int] = {}
-        for counts in summary.outcomes.values():
-            for outcome, count in counts.items():
-                if count and outcome not in ("valid", "missing"):
-                    stages[outcome] = stages.get(outcome, 0) + count
+        stages = {k: v for k, v in summary.totals().items() if k not in ("valid", "missing")}
         listed = ", ".join(f"{stage} {count}" for stage, count in sorted(stages.items()))
         return ExitCode.NOTHING_SCORED, f"not one grade was judged ({listed})"
     return ExitCode.OK, None

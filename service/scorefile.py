@@ -59,6 +59,15 @@ class RunSummary:
         """Grades that reached the judge and came back (valid, or the judge's own failure)."""
         return sum(counts[o] for counts in self.outcomes.values() for o in JUDGED)
 
+    def totals(self) -> dict[str, int]:
+        """Outcome counts summed over the metrics (only those that occurred)."""
+        summed: dict[str, int] = {}
+        for counts in self.outcomes.values():
+            for outcome, count in counts.items():
+                if count:
+                    summed[outcome] = summed.get(outcome, 0) + count
+        return summed
+
     def coverage(self, metric: Metric) -> dict[str, float | None]:
         return rates_from_counts(self.outcomes[metric])
 
