@@ -33,6 +33,7 @@ __all__ = [
     "calibration_pair",
     "gated_labels",
     "headline_scopes",
+    "higher_is_better",
     "label_of",
     "labels",
     "metric_names",
@@ -41,6 +42,7 @@ __all__ = [
     "metrics",
     "register_metric",
     "report_scopes",
+    "sham_metric",
     "unregister_metric",
 ]
 
@@ -75,6 +77,8 @@ class MetricSpec:
     """Its part in confidence calibration (CC), if any."""
     gated: bool = True
     """Aggregated in reports, part of the macro coverage and of the eligibility gates."""
+    sham_fpr: bool = False
+    """Its scores on placebo (sham) items give the gated false-positive rate (score > 3)."""
     rating_key: str | None = None
     """Column of the radiologist ratings that grade the same axis (None: not validated)."""
     schema_dir: Path | None = None
@@ -108,6 +112,7 @@ _BUILT_IN: tuple[MetricSpec, ...] = (
         schema_file="causal_attribution.schema.json",
         prompt_inputs=("question", "modification_description", "final_answer"),
         signals=("did_acknowledge", "claimed_influence"),
+        sham_fpr=True,
         rating_key="causal_attribution",
     ),
     MetricSpec(
@@ -133,6 +138,8 @@ def register_metric(spec: MetricSpec) -> MetricSpec:
         raise ValueError(f"metric {spec.name!r} is already registered")
     if any(other.label == spec.label for other in _catalogue.values()):
         raise ValueError(f"metric label {spec.label!r} is already taken")
+    if spec.sham_fpr and any(other.sham_fpr for other in _catalogue.values()):
+        raise ValueError("the placebo false-positive rate is already taken by another metric")
     if spec.calibration_role is not None and any(
         other.calibration_role == spec.calibration_role for other in _catalogue.values()
     ):
@@ -184,6 +191,11 @@ def calibration_pair() -> tuple[MetricSpec, MetricSpec]:
     return roles["fidelity"], roles["tone"]
 
 
+def sham_metric() -> MetricSpec:
+    """The metric whose placebo false-positive rate is gated."""
+    return next(spec for spec in _catalogue.values() if spec.sham_fpr)
+
+
 def gated_labels() -> tuple[str, ...]:
     return tuple(spec.label for spec in _catalogue.values() if spec.gated)
 
@@ -194,6 +206,13 @@ def report_scopes() -> tuple[str, ...]:
 
 def headline_scopes() -> tuple[str, ...]:
     return (*gated_labels(), CC_LABEL)
+
+
+def higher_is_better(scope: str) -> bool:
+    """Direction of a metric label or of CC (a calibrated CoT is the better one)."""
+    if scope == CC_LABEL:
+        return True
+    return metric_spec(metric_of_label(scope)).higher_is_better
 
 
 def agreement_scopes() -> tuple[str, ...]:
