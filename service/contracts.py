@@ -20,7 +20,7 @@ from pydantic import (
     field_validator,
 )
 
-from service.scoring.catalogue import BUILT_IN_METRICS, metric_names
+from service.scoring.catalogue import BUILT_IN_METRICS, is_metric, metric_names
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -55,7 +55,7 @@ __all__ = [
 
 
 def _known_metric(name: str) -> str:
-    if name not in metric_names():
+    if not is_metric(name):
         raise ValueError(f"unknown metric {name!r}; expected one of {list(metric_names())}")
     return name
 

@@ -34,6 +34,7 @@ __all__ = [
     "gated_labels",
     "headline_scopes",
     "higher_is_better",
+    "is_metric",
     "label_of",
     "labels",
     "metric_names",
@@ -153,6 +154,10 @@ def unregister_metric(name: str) -> None:
     if name in BUILT_IN_METRICS:
         raise ValueError(f"metric {name!r} is built in")
     _catalogue.pop(name, None)
+
+
+def is_metric(name: str) -> bool:
+    return name in _catalogue
 
 
 def metrics() -> tuple[MetricSpec, ...]:

@@ -13,7 +13,9 @@ Rules shared by the three metrics:
 * ``abstain = false`` needs an integer ``score`` in 1..5; ``abstain_reason`` may then be null,
   ``""`` or even a reason (it is ignored);
 * a score above 1 needs at least one quote (METHODS states it for CA and CT and recommends it
-  for CF; it applies to all three here).
+  for CF; it applies to all three here, as the catalogue's ``quotes_above`` says).
+
+The metric-specific fields kept as signals are those of each metric's catalogue entry.
 
 Left to the verdict, not to the schema: whether every quote occurs in the CoT (evidence) and the
 25-word limit of ``rationale`` (a long rationale must not discard a valid grade). Quote spans
