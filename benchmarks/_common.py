@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Self
 import orjson
 import psutil
 
-from service.scoring.catalogue import BUILT_IN_METRICS
+from service.catalogue import BUILT_IN_METRICS
 
 __all__ = [
     "METRICS",

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from benchmarks._common import machine_facts, run_measured_child, write_result
-from service.scoring.catalogue import BUILT_IN_METRICS
+from service.catalogue import BUILT_IN_METRICS
 
 __all__ = ["generate", "main", "run_report"]
 

@@ -31,7 +31,7 @@ import psutil
 from benchmarks._common import kb_questions, load_average, machine_facts, make_request, write_result
 from benchmarks.service_process import BENCH_KEY, RssSampler, ServiceProcess
 from clients.sdk import FaithJudgeClient
-from service.scoring.catalogue import BUILT_IN_METRICS
+from service.catalogue import BUILT_IN_METRICS
 
 NAME = "service_batch_memory"
 TARGET_PEAK_MB = 500.0

@@ -154,7 +154,7 @@ async def _run_score(
 def _print_summary(summary: RunSummary, output: Path) -> None:
     from rich.table import Table
 
-    from service.scoring.catalogue import label_of
+    from service.catalogue import label_of
     from service.scoring.outcomes import JUDGED, NOT_JUDGED
 
     table = Table(title=f"{summary.scored} lines scored -> {output}", show_header=True)
@@ -197,8 +197,8 @@ def _print_items(output: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from service.catalogue import CC_LABEL, labels, metric_names
     from service.contracts import ItemResult
-    from service.scoring.catalogue import CC_LABEL, labels, metric_names
 
     table = Table(show_header=True, title="items")
     for column in ("line", "item", "answer", "correct", "flip", *labels(), CC_LABEL):

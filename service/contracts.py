@@ -20,7 +20,7 @@ from pydantic import (
     field_validator,
 )
 
-from service.scoring.catalogue import BUILT_IN_METRICS, is_metric, metric_names
+from service.catalogue import BUILT_IN_METRICS, is_metric, metric_names
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -68,7 +68,7 @@ Metric = Annotated[
     WithJsonSchema({"enum": list(BUILT_IN_METRICS), "type": "string"}),
 ]
 METRICS: tuple[str, ...] = BUILT_IN_METRICS
-"""The shipped metrics (``service.scoring.catalogue.metric_names()`` lists the live catalogue)."""
+"""The shipped metrics (``service.catalogue.metric_names()`` lists the live catalogue)."""
 
 QuestionType = Literal["binary", "ordinal", "comparative", "spatial"]
 # Metric failures (the coverage taxonomy) plus ``input`` for a line that could not be read at all.

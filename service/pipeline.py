@@ -17,6 +17,7 @@ import anyio
 import orjson
 
 from service import __version__
+from service.catalogue import calibration_pair, metric_names, metric_spec
 from service.contracts import (
     NO_BASELINE,
     CacheStats,
@@ -46,7 +47,6 @@ from service.scoring.answers import (
     parse_question,
     read_answer_field,
 )
-from service.scoring.catalogue import calibration_pair, metric_names, metric_spec
 from service.scoring.metrics import CalibrationParams, confidence_calibration
 from service.scoring.modifications import describe_modification, resolve_modification
 from service.scoring.normalize import NormalizedText, normalize

@@ -31,10 +31,10 @@ import orjson
 from pydantic import BaseModel
 
 from service.assets import asset_dir
+from service.catalogue import metric_names, metric_spec
 from service.contracts import Metric
 from service.errors import ConfigError, UserInputError
 from service.evaluators.base import Message
-from service.scoring.catalogue import metric_names, metric_spec
 
 __all__ = [
     "FENCE_BEGIN",
@@ -135,7 +135,7 @@ class PromptSet:
 
     def _metric(self, metric: str) -> _MetricTemplates:
         try:
-            return self.templates[metric]  # type: ignore[index]
+            return self.templates[metric]
         except KeyError:
             raise UserInputError(
                 f"unknown metric {metric!r}; expected one of {list(self.templates)}",

@@ -12,7 +12,7 @@ validator as an argument. Six files, one :data:`SCHEMA_VERSION`:
 ``knowledge_base``              a knowledge-base file; ``$defs/entry`` is one ``KBEntry``
 ==============================  ==========================================================
 
-The evaluator-output schemas are named by the metric catalogue (``service.scoring.catalogue``);
+The evaluator-output schemas are named by the metric catalogue (``service.catalogue``);
 a metric registered at run time may bring its schema from its own folder.
 
 Validators are Draft 2020-12 with one deliberate tightening: ``"integer"`` means a JSON integer
@@ -38,9 +38,9 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from service.assets import asset_dir, sha256_tree
+from service.catalogue import BUILT_IN_METRICS, metric_names, metric_spec, metrics
 from service.contracts import Metric
 from service.errors import ConfigError
-from service.scoring.catalogue import BUILT_IN_METRICS, metric_names, metric_spec, metrics
 
 __all__ = [
     "SCHEMA_FILES",

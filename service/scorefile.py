@@ -20,10 +20,10 @@ import anyio.abc
 import orjson
 from pydantic import ValidationError
 
+from service.catalogue import metric_names
 from service.contracts import ItemResult, Metric, ScoreRequest, non_finite_path
 from service.errors import FaithJudgeError, UserInputError
 from service.pipeline import Scorer, input_error_result
-from service.scoring.catalogue import metric_names
 from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
 
 __all__ = ["RunSummary", "count_lines", "describe_validation_error", "parse_line", "score_file"]

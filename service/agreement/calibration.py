@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from service.agreement.consensus import reader_calibration
 from service.agreement.ratings import rating_axes
 from service.agreement.stats import multiplicities, percentile_interval, resample_indices, rng_for
-from service.scoring.catalogue import calibration_pair
+from service.catalogue import calibration_pair
 from service.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
 
 __all__ = ["CcScaleFit", "fit_cc_scale", "fit_kappa"]

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from service.agreement.ratings import RATINGS_COLUMNS, rating_axes
-from service.scoring.catalogue import CC_LABEL, agreement_scopes, calibration_pair, metrics
+from service.catalogue import CC_LABEL, agreement_scopes, calibration_pair, metrics
 from service.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams, confidence_calibration
 
 __all__ = [

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from scipy.stats import beta
 
 from service.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
-from service.scoring.catalogue import (
+from service.catalogue import (
     CC_LABEL,
     agreement_scopes,
     calibration_pair,

@@ -32,10 +32,10 @@ import orjson
 import pandas as pd
 from pydantic import ValidationError
 
+from service.catalogue import metric_names, metrics
 from service.contracts import ItemResult, ScoreRequest
 from service.errors import UserInputError
 from service.scorefile import describe_validation_error
-from service.scoring.catalogue import metric_names, metrics
 from service.scoring.outcomes import metric_outcome
 
 __all__ = [

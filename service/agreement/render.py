@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from service.agreement.consensus import validated_scopes
 from service.agreement.coverage import RATE_GATES, RateEstimate, gated_scopes
 from service.agreement.report import JudgeReport, TauEstimate, ValidationReport
-from service.scoring.catalogue import agreement_scopes, headline_scopes
+from service.catalogue import agreement_scopes, headline_scopes
 
 __all__ = ["render_markdown"]
 

@@ -55,8 +55,8 @@ from service.agreement.stats import (
     rng_for,
     significance_code,
 )
+from service.catalogue import CC_LABEL, headline_scopes, labels, metrics
 from service.errors import UserInputError
-from service.scoring.catalogue import CC_LABEL, headline_scopes, labels, metrics
 from service.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
 
 __all__ = [

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from service.catalogue import metric_names
 from service.errors import ConfigError, EvaluatorError
 from service.evaluators.base import JudgeRequest
-from service.scoring.catalogue import metric_names
 from service.transport.base import JudgeResponse
 
 __all__ = ["ReplayEvaluator"]

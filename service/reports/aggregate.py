@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from service.catalogue import headline_scopes
 from service.reports.resample import bootstrap_means, pattern_ids, rng_for
-from service.scoring.catalogue import headline_scopes
 
 __all__ = [
     "DIMENSIONS",

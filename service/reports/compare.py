@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from service.catalogue import headline_scopes, higher_is_better
 from service.reports.aggregate import stats
 from service.reports.resample import bootstrap_means, pattern_ids, rng_for
-from service.scoring.catalogue import headline_scopes, higher_is_better
 
 __all__ = ["compare_runs", "compared_stats"]
 

@@ -26,8 +26,8 @@ from service.agreement.coverage import (
     estimate_rate,
     evaluate_gates,
 )
+from service.catalogue import metrics, report_scopes, sham_metric
 from service.reports.resample import rng_for
-from service.scoring.catalogue import metrics, report_scopes, sham_metric
 
 __all__ = ["run_coverage", "run_fpr", "run_gates"]
 

@@ -48,10 +48,10 @@ from typing import Any
 import pandas as pd
 
 from service.agreement.coverage import GateThresholds, gated_scopes
+from service.catalogue import headline_scopes, higher_is_better, labels
 from service.errors import FaithJudgeError
 from service.reports.coverage import run_gates
 from service.reports.report import Report
-from service.scoring.catalogue import headline_scopes, higher_is_better, labels
 from service.scoring.outcomes import JUDGED
 
 __all__ = [

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from service.catalogue import headline_scopes, labels, metrics
 from service.reports.aggregate import stats, table1_columns
 from service.reports.limits import LISTED_ITEMS
 from service.reports.render_md import fmt_ci, fmt_pct
 from service.reports.report import Report
-from service.scoring.catalogue import headline_scopes, labels, metrics
 from service.scoring.outcomes import RATES
 
 __all__ = ["LISTED_ITEMS", "bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]

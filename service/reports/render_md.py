@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 
+from service.catalogue import headline_scopes
 from service.reports.aggregate import stats, table1_columns
 from service.reports.gate import Check
 from service.reports.report import Report
-from service.scoring.catalogue import headline_scopes
 from service.scoring.outcomes import RATES
 
 __all__ = ["fmt_ci", "fmt_pct", "gate_markdown", "md_escape", "report_markdown"]

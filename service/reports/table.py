@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from service.catalogue import CC_LABEL, calibration_pair, labels, metrics
 from service.contracts import NO_BASELINE, ItemResult
 from service.scoring.answers import parse_question
-from service.scoring.catalogue import CC_LABEL, calibration_pair, labels, metrics
 from service.scoring.outcomes import metric_outcome
 
 __all__ = ["item_table"]

@@ -35,8 +35,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.catalogue import metric_spec
 from service.contracts import Metric
-from service.scoring.catalogue import metric_spec
 
 __all__ = [
     "JUDGE_OUTPUT_MODELS",

@@ -34,9 +34,9 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from pydantic import ValidationError as PydanticValidationError
 
+from service.catalogue import metric_spec
 from service.contracts import Failure, FailureStage, Metric, MetricResult, QuoteResult
 from service.errors import JudgeOutputInvalid
-from service.scoring.catalogue import metric_spec
 from service.scoring.evidence import locate_quote
 from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
 from service.scoring.normalize import NormalizedText, normalize_text

@@ -17,7 +17,8 @@ import anyio
 import orjson
 import pytest
 
-from service import schemas
+from service import catalogue, schemas
+from service.catalogue import MetricSpec, register_metric, unregister_metric
 from service.contracts import METRICS, ScoreRequest
 from service.reports import gate as gating
 from service.reports.io import iter_results
@@ -26,8 +27,6 @@ from service.reports.report import build_report, report_json
 from service.reports.table import item_table
 from service.runtime import open_scorer
 from service.scorefile import score_file
-from service.scoring import catalogue
-from service.scoring.catalogue import MetricSpec, register_metric, unregister_metric
 from service.scoring.lexicon import Lexicon, register_rule, unregister_rule
 from service.scoring.normalize import normalize
 from service.scoring.verdict import verify

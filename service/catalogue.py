@@ -15,7 +15,8 @@ Scope orders are part of every rendered output, so they are derived here once:
 - ``headline_scopes``: the gated metrics, then CC (aggregates, macro coverage, the gates);
 - ``agreement_scopes``: the gated metrics, CC, then the others (judge validation).
 
-Pure: no I/O.
+Pure and a leaf: no I/O, and it imports nothing of FaithJudge, so the contracts and the
+scoring core can both read it.
 """
 
 from __future__ import annotations
