@@ -152,6 +152,7 @@ def test_a_registered_metric_is_scored_reported_and_gated(toy_metric: Path, tmp_
     markdown = report_markdown(report)
     assert "| CF | CA | HG | CC |" in markdown
     assert "HG F" in markdown
+    assert f"\n| HG | {len(results)} | 0 |" in markdown  # its coverage row
 
     # the gate: a quality bound and coverage gates on the new scope
     config = gating.parse_config(
