@@ -25,6 +25,8 @@ from typing import Any, NamedTuple, Self
 import orjson
 import psutil
 
+from service.catalogue import BUILT_IN_METRICS
+
 __all__ = [
     "METRICS",
     "REPO_ROOT",
@@ -43,7 +45,7 @@ __all__ = [
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-METRICS = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+METRICS = BUILT_IN_METRICS
 
 # ---------------------------------------------------------------- machine facts and results
 

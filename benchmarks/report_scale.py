@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from benchmarks._common import machine_facts, run_measured_child, write_result
+from service.catalogue import BUILT_IN_METRICS
 
 __all__ = ["generate", "main", "run_report"]
 
@@ -44,7 +45,7 @@ _MODS = (
     ("VD-BLUR", "degradation", "image", None), ("TR-PARA", "rewrite", "text", None),
     ("TR-NEG", "rewrite", "text", None), ("SHAM", "placebo", "none", None),
 )  # fmt: skip
-_METRICS = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+_METRICS = BUILT_IN_METRICS
 _QUOTE = "The left costophrenic angle is blunted"
 
 

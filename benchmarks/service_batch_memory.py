@@ -31,10 +31,11 @@ import psutil
 from benchmarks._common import kb_questions, load_average, machine_facts, make_request, write_result
 from benchmarks.service_process import BENCH_KEY, RssSampler, ServiceProcess
 from clients.sdk import FaithJudgeClient
+from service.catalogue import BUILT_IN_METRICS
 
 NAME = "service_batch_memory"
 TARGET_PEAK_MB = 500.0
-ALL_METRICS = ["clinical_fidelity", "causal_attribution", "confidence_tone"]
+ALL_METRICS = list(BUILT_IN_METRICS)
 
 
 def write_lines(path: Path, count: int, seed: int, cot_chars: tuple[int, int], metrics: list[str]):

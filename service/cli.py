@@ -20,7 +20,6 @@ from service.evaluators import evaluator_help
 
 if TYPE_CHECKING:
     from service.batchroute import BatchReport
-    from service.contracts import Metric
     from service.scorefile import RunSummary
     from service.settings import Settings
 
@@ -151,6 +150,7 @@ async def _run_score(
 def _print_summary(summary: RunSummary, output: Path) -> None:
     from rich.table import Table
 
+    from service.catalogue import label_of
     from service.scoring.outcomes import JUDGED, NOT_JUDGED
 
     table = Table(title=f"{summary.scored} lines scored -> {output}", show_header=True)
@@ -169,7 +169,7 @@ def _print_summary(summary: RunSummary, output: Path) -> None:
             continue
         cov = summary.coverage(metric)["cov"]
         metrics.add_row(
-            _SHORT[metric],
+            label_of(metric),
             str(counts["valid"]),
             _listed(counts, JUDGED[1:]),
             _listed(counts, NOT_JUDGED),
@@ -186,11 +186,6 @@ def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
 
 
 _ITEM_TABLE_MAX_LINES = 20
-_SHORT: dict[Metric, str] = {
-    "clinical_fidelity": "CF",
-    "causal_attribution": "CA",
-    "confidence_tone": "CT",
-}
 
 
 def _print_items(output: Path) -> None:
@@ -198,10 +193,11 @@ def _print_items(output: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from service.catalogue import CC_LABEL, labels, metric_names
     from service.contracts import ItemResult
 
     table = Table(show_header=True, title="items")
-    for column in ("line", "item", "answer", "correct", "flip", "CF", "CA", "CT", "CC"):
+    for column in ("line", "item", "answer", "correct", "flip", *labels(), CC_LABEL):
         table.add_column(column)
     for raw in output.read_bytes().splitlines():
         result = ItemResult.model_validate_json(raw)
@@ -213,7 +209,7 @@ def _print_items(output: Path) -> None:
             )
             continue
         cells = []
-        for metric in _SHORT:
+        for metric in metric_names():
             graded = result.metrics.get(metric)
             if graded is None:
                 cells.append("")

@@ -10,7 +10,17 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
+
+from service.catalogue import BUILT_IN_METRICS, is_metric, metric_names
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -43,8 +53,22 @@ __all__ = [
     "non_finite_path",
 ]
 
-Metric = Literal["clinical_fidelity", "causal_attribution", "confidence_tone"]
-METRICS: tuple[Metric, ...] = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+
+def _known_metric(name: str) -> str:
+    if not is_metric(name):
+        raise ValueError(f"unknown metric {name!r}; expected one of {list(metric_names())}")
+    return name
+
+
+# A metric name, checked against the catalogue when validated (a metric registered at run time
+# is accepted); the published schema lists the shipped metrics, as schemas/ does.
+Metric = Annotated[
+    str,
+    AfterValidator(_known_metric),
+    WithJsonSchema({"enum": list(BUILT_IN_METRICS), "type": "string"}),
+]
+METRICS: tuple[str, ...] = BUILT_IN_METRICS
+"""The shipped metrics (``service.catalogue.metric_names()`` lists the live catalogue)."""
 
 QuestionType = Literal["binary", "ordinal", "comparative", "spatial"]
 # Metric failures (the coverage taxonomy) plus ``input`` for a line that could not be read at all.
@@ -163,7 +187,7 @@ class ScoreRequest(_Strict):
         Field(default_factory=dict)
     )
     metrics: Annotated[list[Metric], Field(min_length=1)] = Field(
-        default_factory=lambda: list(METRICS)
+        default_factory=lambda: list(metric_names())
     )
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -9,7 +9,7 @@ returned ``ItemResult`` with their failure stage, so no accepted item is lost.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ import anyio
 import orjson
 
 from service import __version__
+from service.catalogue import calibration_pair, metric_names, metric_spec
 from service.contracts import (
     NO_BASELINE,
     CacheStats,
@@ -116,8 +117,8 @@ class Scorer:
         self._prompts = prompts
         self._kb = knowledge_base
         self._params = params or ScoringParams()
-        self._validators = {m: judge_output_validator(m) for m in _ALL_METRICS}
-        self._schemas = {m: judge_output_schema(m, strict_wire=True) for m in _ALL_METRICS}
+        self._validators = {m: judge_output_validator(m) for m in metric_names()}
+        self._schemas = {m: judge_output_schema(m, strict_wire=True) for m in metric_names()}
         self._settings_sha256 = hashlib.sha256(
             orjson.dumps(dict(self._evaluator.settings()), option=orjson.OPT_SORT_KEYS)
         ).hexdigest()
@@ -163,7 +164,8 @@ class Scorer:
             for metric in request.metrics:
                 group.start_soon(grade, metric)
 
-        cf, ct = results.get("clinical_fidelity"), results.get("confidence_tone")
+        fidelity, tone = calibration_pair()
+        cf, ct = results.get(fidelity.name), results.get(tone.name)
         calibration = None
         if cf is not None and ct is not None and cf.status == "valid" and ct.status == "valid":
             calibration = confidence_calibration(ct.score, cf.score, self._params.calibration)
@@ -231,7 +233,7 @@ class Scorer:
             flip = FlipResult(value=decided.value, reason=decided.reason)
 
         kb_entry, kb_criteria, kb_failure = None, None, None
-        if "clinical_fidelity" in request.metrics:
+        if any(metric_spec(m).needs_kb for m in request.metrics):
             kb_entry, kb_criteria, kb_failure = self._kb_criteria(request)
         return _Prepared(
             spec=spec,
@@ -263,7 +265,8 @@ class Scorer:
     async def _grade(
         self, metric: Metric, request: ScoreRequest, prepared: _Prepared
     ) -> tuple[MetricResult, JudgeResponse | None]:
-        if metric == "clinical_fidelity" and prepared.kb_criteria is None:
+        needs_kb = metric_spec(metric).needs_kb
+        if needs_kb and prepared.kb_criteria is None:
             failure = Failure(stage="kb", detail=prepared.kb_failure or "no knowledge-base entry")
             return MetricResult(status="invalid", failure=failure), None
 
@@ -281,7 +284,7 @@ class Scorer:
             validator=self._validators[metric],
             tolerance=self._params.quote_tolerance,
         )
-        if metric == "clinical_fidelity" and result.status == "valid":
+        if needs_kb and result.status == "valid":
             result = _apply_caps(result, prepared.kb_criteria, request.context)
         result = result.model_copy(
             update={"attempts": response.attempts, "cache_hit": response.cached}
@@ -291,7 +294,8 @@ class Scorer:
     def judge_requests(self, request: ScoreRequest) -> list[JudgeRequest]:
         """The evaluator calls ``score`` would make for ``request``, without making them.
 
-        An item whose inputs do not resolve, and a CF grade without KB criteria, make no call.
+        An item whose inputs do not resolve, and a KB-graded metric without KB criteria, make no
+        call.
         """
         try:
             prepared = self._prepare(request)
@@ -300,7 +304,7 @@ class Scorer:
         return [
             self._judge_request(metric, request, prepared)
             for metric in request.metrics
-            if metric != "clinical_fidelity" or prepared.kb_criteria is not None
+            if not metric_spec(metric).needs_kb or prepared.kb_criteria is not None
         ]
 
     def _judge_request(
@@ -317,33 +321,19 @@ class Scorer:
         )
 
     def _inputs(self, metric: Metric, request: ScoreRequest, prepared: _Prepared) -> dict[str, Any]:
-        if metric == "clinical_fidelity":
-            flags: dict[str, Any] = dict(request.context)
-            if prepared.spec.kind is not None:
-                flags.setdefault("question_type", prepared.spec.kind)
-            if prepared.modification is not None:
-                flags.setdefault("modification", prepared.modification.id)
-            criteria = prepared.kb_criteria.model_dump(mode="json") if prepared.kb_criteria else {}
-            return {
-                "cot": request.cot,
-                "question": request.question,
-                "ground_truth": request.ground_truth,
-                "kb_entry": {"answer": request.ground_truth, "criteria": criteria},
-                "context_flags": flags,
-            }
-        if metric == "causal_attribution":
-            description = (
-                describe_modification(prepared.modification)
-                if prepared.modification is not None
-                else "No description of a modification was provided."
-            )
-            return {
-                "cot": request.cot,
-                "question": request.question,
-                "modification_description": description,
-                "final_answer": prepared.answer_raw or "",
-            }
-        return {"cot": request.cot}
+        """The CoT and the prompt inputs the catalogue lists for ``metric``, in its order."""
+        inputs: dict[str, Any] = {"cot": request.cot}
+        for name in metric_spec(metric).prompt_inputs:
+            try:
+                build = _INPUTS[name]
+            except KeyError:
+                raise UserInputError(
+                    f"metric {metric} asks for the unknown prompt input {name!r}; "
+                    f"known: {sorted(_INPUTS)}",
+                    field="metrics",
+                ) from None
+            inputs[name] = build(request, prepared)
+        return inputs
 
     def _provenance(
         self, results: Mapping[Metric, MetricResult], responses: Mapping[Metric, JudgeResponse]
@@ -372,7 +362,35 @@ class Scorer:
         )
 
 
-_ALL_METRICS: tuple[Metric, ...] = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+def _context_flags(request: ScoreRequest, prepared: _Prepared) -> dict[str, Any]:
+    flags: dict[str, Any] = dict(request.context)
+    if prepared.spec.kind is not None:
+        flags.setdefault("question_type", prepared.spec.kind)
+    if prepared.modification is not None:
+        flags.setdefault("modification", prepared.modification.id)
+    return flags
+
+
+def _kb_entry(request: ScoreRequest, prepared: _Prepared) -> dict[str, Any]:
+    criteria = prepared.kb_criteria.model_dump(mode="json") if prepared.kb_criteria else {}
+    return {"answer": request.ground_truth, "criteria": criteria}
+
+
+def _modification_description(request: ScoreRequest, prepared: _Prepared) -> str:
+    if prepared.modification is None:
+        return "No description of a modification was provided."
+    return describe_modification(prepared.modification)
+
+
+# Every prompt input a metric may name in the catalogue, and how it is built from the request.
+_INPUTS: dict[str, Callable[[ScoreRequest, _Prepared], Any]] = {
+    "question": lambda request, _: request.question,
+    "ground_truth": lambda request, _: request.ground_truth,
+    "kb_entry": _kb_entry,
+    "context_flags": _context_flags,
+    "modification_description": _modification_description,
+    "final_answer": lambda _, prepared: prepared.answer_raw or "",
+}
 
 
 def _apply_caps(

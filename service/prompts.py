@@ -31,7 +31,8 @@ import orjson
 from pydantic import BaseModel
 
 from service.assets import asset_dir
-from service.contracts import METRICS, Metric
+from service.catalogue import metric_names, metric_spec
+from service.contracts import Metric
 from service.errors import ConfigError, UserInputError
 from service.evaluators.base import Message
 
@@ -59,15 +60,12 @@ _SCALAR = frozenset({"question", "ground_truth", "modification_description", "fi
 _PRETTY_DOC = frozenset({"kb_entry"})
 _COMPACT_DOC = frozenset({"context_flags"})
 
-_KNOWN: Mapping[Metric, frozenset[str]] = MappingProxyType(
-    {
-        "clinical_fidelity": frozenset({"question", "ground_truth", "kb_entry", "context_flags"})
-        | _DERIVED,
-        "causal_attribution": frozenset({"question", "modification_description", "final_answer"})
-        | _DERIVED,
-        "confidence_tone": _DERIVED,
-    }
-)
+
+def _known(metric: str) -> frozenset[str]:
+    """The placeholders the templates of ``metric`` may use (its catalogue inputs, derived)."""
+    return frozenset(metric_spec(metric).prompt_inputs) | _DERIVED
+
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Characters str.splitlines() (and some tokenizers) treat as line breaks that JSON leaves raw.
 _RAW_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
@@ -103,14 +101,14 @@ class PromptSet:
     def render(self, metric: Metric, **inputs: Any) -> tuple[Message, ...]:
         """Render ``(system, user)`` messages for ``metric``.
 
-        Pass ``cot=`` (the raw CoT) and the metric's other inputs: CF ``question``,
-        ``ground_truth``, ``kb_entry`` (JSON text, mapping or pydantic model) and
-        ``context_flags`` (JSON text, mapping or None); CA ``question``,
-        ``modification_description`` and ``final_answer``; CT nothing else. A missing or unknown
-        input raises UserInputError naming it.
+        Pass ``cot=`` (the raw CoT) and the metric's other inputs, those its catalogue entry
+        names in ``prompt_inputs``: ``question``, ``ground_truth``, ``modification_description``
+        and ``final_answer`` are strings, ``kb_entry`` JSON text, a mapping or a pydantic model,
+        ``context_flags`` JSON text, a mapping or None. A missing or unknown input raises
+        UserInputError naming it.
         """
         templates = self._metric(metric)
-        allowed = (_KNOWN[metric] - _DERIVED) | {"cot"}
+        allowed = (_known(metric) - _DERIVED) | {"cot"}
         for name in inputs:
             if name not in allowed:
                 raise UserInputError(
@@ -137,10 +135,11 @@ class PromptSet:
 
     def _metric(self, metric: str) -> _MetricTemplates:
         try:
-            return self.templates[metric]  # type: ignore[index]
+            return self.templates[metric]
         except KeyError:
             raise UserInputError(
-                f"unknown metric {metric!r}; expected one of {list(METRICS)}", field="metric"
+                f"unknown metric {metric!r}; expected one of {list(self.templates)}",
+                field="metric",
             ) from None
 
 
@@ -257,7 +256,7 @@ def _read_template(folder: Path, manifest: Path, metric: str, role: str, rel: An
 
 def _check_template(path: Path, text: str, metric: Metric, role: str) -> Template:
     template = Template(text)
-    known = _KNOWN[metric]
+    known = _known(metric)
     block_uses = 0
     for match in template.pattern.finditer(text):
         if match.group("invalid") is not None:
@@ -306,17 +305,18 @@ def load_prompt_set(name_or_path: str | Path = "v1") -> PromptSet:
     metrics = manifest.get("metrics")
     if not isinstance(metrics, dict):
         raise ConfigError(f"{manifest_path}: 'metrics' must be an object")
-    unknown = sorted(set(metrics) - set(METRICS))
-    missing = [m for m in METRICS if m not in metrics]
+    catalogue = metric_names()
+    unknown = sorted(set(metrics) - set(catalogue))
+    missing = [m for m in catalogue if m not in metrics]
     if unknown or missing:
         raise ConfigError(
-            f"{manifest_path}: metrics must be exactly {list(METRICS)}; "
+            f"{manifest_path}: metrics must be exactly {list(catalogue)}; "
             f"missing {missing}, unknown {unknown}"
         )
 
     files: dict[str, bytes] = {"manifest.json": manifest_bytes}
     templates: dict[Metric, _MetricTemplates] = {}
-    for metric in METRICS:
+    for metric in catalogue:
         entry = metrics[metric]
         if not isinstance(entry, dict) or set(entry) != {"system", "user"}:
             raise ConfigError(

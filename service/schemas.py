@@ -12,6 +12,9 @@ validator as an argument. Six files, one :data:`SCHEMA_VERSION`:
 ``knowledge_base``              a knowledge-base file; ``$defs/entry`` is one ``KBEntry``
 ==============================  ==========================================================
 
+The evaluator-output schemas are named by the metric catalogue (``service.catalogue``);
+a metric registered at run time may bring its schema from its own folder.
+
 Validators are Draft 2020-12 with one deliberate tightening: ``"integer"`` means a JSON integer
 literal, so ``3.0`` is not an integer (plain Draft 2020-12 accepts it). That matches pydantic's
 strict JSON mode and the int/float split of ``orjson``. ``$ref`` between files resolves through
@@ -25,7 +28,7 @@ from __future__ import annotations
 import copy
 from functools import cache
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import orjson
 from jsonschema import Draft202012Validator, validators
@@ -35,6 +38,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from service.assets import asset_dir, sha256_tree
+from service.catalogue import BUILT_IN_METRICS, metric_names, metric_spec, metrics
 from service.contracts import Metric
 from service.errors import ConfigError
 
@@ -57,16 +61,15 @@ __all__ = [
 SCHEMA_VERSION = "1.0"
 """Version of the whole schema set; also the second-to-last segment of every file's ``$id``."""
 
+# The shipped files; the output schema of a metric registered at run time is found through
+# the catalogue (``schema_path``).
 SCHEMA_FILES: dict[str, str] = {
-    "clinical_fidelity": "clinical_fidelity.schema.json",
-    "causal_attribution": "causal_attribution.schema.json",
-    "confidence_tone": "confidence_tone.schema.json",
+    **{spec.name: spec.schema_file for spec in metrics() if spec.name in BUILT_IN_METRICS},
     "score_request": "score_request.schema.json",
     "item_result": "item_result.schema.json",
     "knowledge_base": "knowledge_base.schema.json",
 }
 
-_METRICS: tuple[str, ...] = get_args(Metric)
 
 # Keywords an OpenAI strict ``json_schema`` response format rejects (or that mean nothing
 # there): the conditional rules and the document's own identity.
@@ -98,19 +101,23 @@ FaithJudgeValidator = validators.extend(
 
 
 def schema_path(name: str) -> Path:
-    """Path of the schema file ``name`` (a key of :data:`SCHEMA_FILES`)."""
-    try:
-        filename = SCHEMA_FILES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown schema {name!r}; expected one of {sorted(SCHEMA_FILES)}"
-        ) from None
-    return asset_dir("schemas") / filename
+    """Path of the schema file ``name`` (a key of :data:`SCHEMA_FILES` or a catalogue metric)."""
+    if name in SCHEMA_FILES:
+        return asset_dir("schemas") / SCHEMA_FILES[name]
+    if name in metric_names():
+        spec = metric_spec(name)
+        return (spec.schema_dir or asset_dir("schemas")) / spec.schema_file
+    raise ValueError(
+        f"unknown schema {name!r}; expected one of {sorted({*SCHEMA_FILES, *metric_names()})}"
+    )
+
+
+def _load(name: str) -> dict[str, Any]:
+    return _load_file(schema_path(name))
 
 
 @cache
-def _load(name: str) -> dict[str, Any]:
-    path = schema_path(name)
+def _load_file(path: Path) -> dict[str, Any]:
     try:
         schema = orjson.loads(path.read_bytes())
     except FileNotFoundError:
@@ -125,7 +132,7 @@ def _load(name: str) -> dict[str, Any]:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise ConfigError(f"schema file {path} is not a valid JSON Schema: {exc.message}") from exc
-    expected_id = f"/{SCHEMA_VERSION}/{SCHEMA_FILES[name]}"
+    expected_id = f"/{SCHEMA_VERSION}/{path.name}"
     if not str(schema.get("$id", "")).endswith(expected_id):
         raise ConfigError(
             f"schema file {path} has $id {schema.get('$id')!r}; expected one ending in "
@@ -148,14 +155,18 @@ def _registry() -> Registry:
     return Registry().with_resources(resources).crawl()
 
 
-@cache
 def _validator(name: str) -> Validator:
-    return FaithJudgeValidator(_load(name), registry=_registry())
+    return _compiled(schema_path(name))
+
+
+@cache
+def _compiled(path: Path) -> Validator:
+    return FaithJudgeValidator(_load_file(path), registry=_registry())
 
 
 def _check_metric(metric: str) -> str:
-    if metric not in _METRICS:
-        raise ValueError(f"unknown metric {metric!r}; expected one of {_METRICS}")
+    if metric not in metric_names():
+        raise ValueError(f"unknown metric {metric!r}; expected one of {metric_names()}")
     return metric
 
 

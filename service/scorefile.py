@@ -20,7 +20,8 @@ import anyio.abc
 import orjson
 from pydantic import ValidationError
 
-from service.contracts import METRICS, ItemResult, Metric, ScoreRequest, non_finite_path
+from service.catalogue import metric_names
+from service.contracts import ItemResult, Metric, ScoreRequest, non_finite_path
 from service.errors import FaithJudgeError, UserInputError
 from service.pipeline import Scorer, input_error_result
 from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
@@ -41,7 +42,7 @@ class RunSummary:
     input_errors: int = 0
     answers_off_options: int = 0
     outcomes: dict[Metric, dict[str, int]] = field(
-        default_factory=lambda: {metric: count_outcomes(()) for metric in METRICS}
+        default_factory=lambda: {metric: count_outcomes(()) for metric in metric_names()}
     )
 
     def add(self, result: ItemResult) -> None:

@@ -30,8 +30,9 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from service.agreement.consensus import reader_calibration
-from service.agreement.ratings import RATING_AXES
+from service.agreement.ratings import rating_axes
 from service.agreement.stats import multiplicities, percentile_interval, resample_indices, rng_for
+from service.catalogue import calibration_pair
 from service.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
 
 __all__ = ["CcScaleFit", "fit_cc_scale", "fit_kappa"]
@@ -97,16 +98,16 @@ def fit_kappa(d: np.ndarray, t: np.ndarray, counts: np.ndarray | None = None) ->
 
 
 def _gaps(judge_results: pd.DataFrame, rho: float) -> pd.Series:
+    fidelity, tone = (spec.name for spec in calibration_pair())
     valid = judge_results[
-        judge_results["metric"].isin(["clinical_fidelity", "confidence_tone"])
-        & (judge_results["status"] == "valid")
+        judge_results["metric"].isin([fidelity, tone]) & (judge_results["status"] == "valid")
     ]
     wide = valid.pivot_table(index="item_id", columns="metric", values="score", aggfunc="first")
-    if not {"clinical_fidelity", "confidence_tone"} <= set(wide.columns):
+    if not {fidelity, tone} <= set(wide.columns):
         return pd.Series(dtype=np.float64)
     wide = wide.dropna().astype(np.float64)
-    cf = (wide["clinical_fidelity"] - 1.0) / 4.0
-    ct = (wide["confidence_tone"] - 1.0) / 4.0
+    cf = (wide[fidelity] - 1.0) / 4.0
+    ct = (wide[tone] - 1.0) / 4.0
     return rho * (ct - cf).clip(lower=0) + (cf - ct).clip(lower=0)
 
 
@@ -133,7 +134,7 @@ def fit_cc_scale(
         raise ValueError(f"rho must be >= 0, got {rho}")
     if B < 1:
         raise ValueError(f"B must be >= 1, got {B}")
-    rated = ratings[ratings["axis"].isin(RATING_AXES)]
+    rated = ratings[ratings["axis"].isin(rating_axes())]
     reader = reader_calibration(rated, reader_params)
     target = reader.groupby("item_id")["score"].mean()
     gaps = _gaps(judge_results, rho)

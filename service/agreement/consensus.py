@@ -26,12 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from service.agreement.ratings import RATING_AXES, RATINGS_COLUMNS
+from service.agreement.ratings import RATINGS_COLUMNS, rating_axes
+from service.catalogue import CC_LABEL, agreement_scopes, calibration_pair, metrics
 from service.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams, confidence_calibration
 
 __all__ = [
-    "AXES",
-    "AXIS_LABELS",
     "CC_AXIS",
     "Consensus",
     "DroppedRater",
@@ -39,17 +38,30 @@ __all__ = [
     "consensus_scores",
     "reader_calibration",
     "standardize",
+    "validated_scopes",
 ]
 
 CC_AXIS = "confidence_calibration"
-# the analysed axes (CF, CA, CC) first; raw confidence tone is reported beside them
-AXES: tuple[str, ...] = ("clinical_fidelity", "causal_attribution", CC_AXIS, "confidence_tone")
-AXIS_LABELS = {
-    "clinical_fidelity": "CF",
-    "causal_attribution": "CA",
-    CC_AXIS: "CC",
-    "confidence_tone": "CT",
-}
+
+
+def axis_labels() -> dict[str, str]:
+    """Rating axis -> scope label, in the agreement order: the gated axes and CC first (the
+    analysed ones), then the others (raw confidence tone), reported beside them."""
+    by_label = {spec.label: spec.rating_key for spec in metrics() if spec.rating_key is not None}
+    by_label[CC_LABEL] = CC_AXIS
+    return {by_label[s]: s for s in agreement_scopes() if s in by_label}
+
+
+def axes() -> tuple[str, ...]:
+    """The rating axes, CC included, in the agreement order."""
+    return tuple(axis_labels())
+
+
+def validated_scopes() -> tuple[str, ...]:
+    """The scope labels a judge is validated on (metrics with radiologist ratings, and CC)."""
+    return tuple(axis_labels().values())
+
+
 # a standard deviation this small is a constant rater (CC values are floats)
 _ZERO_SD = 1e-12
 
@@ -89,9 +101,10 @@ def reader_calibration(
     wide = ratings.pivot_table(
         index=["item_id", "rater"], columns="axis", values="score", aggfunc="first"
     )
-    if not {"clinical_fidelity", "confidence_tone"} <= set(wide.columns):
+    fidelity, tone = (spec.rating_key for spec in calibration_pair())
+    if not {fidelity, tone} <= set(wide.columns):
         return pd.DataFrame(columns=RATINGS_COLUMNS)
-    both = wide[["clinical_fidelity", "confidence_tone"]].dropna()
+    both = wide[[fidelity, tone]].dropna()
     values = [
         confidence_calibration(int(ct), int(cf), params)
         for cf, ct in both.itertuples(index=False, name=None)
@@ -110,7 +123,7 @@ def standardize(ratings: pd.DataFrame) -> tuple[pd.DataFrame, tuple[DroppedRater
     """
     kept: list[pd.DataFrame] = []
     dropped: list[DroppedRater] = []
-    order = {axis: i for i, axis in enumerate(AXES)}
+    order = {axis: i for i, axis in enumerate(axes())}
     groups = sorted(
         ratings.groupby(["axis", "rater"], sort=False),
         key=lambda g: (order.get(g[0][0], len(order)), g[0][0], g[0][1]),
@@ -148,13 +161,14 @@ def consensus_scores(
     """
     frame = z if exclude is None else z[z["rater"] != exclude]
     if frame.empty:
-        empty = pd.DataFrame(columns=list(AXES), dtype=np.float64)
+        empty = pd.DataFrame(columns=list(axes()), dtype=np.float64)
         return empty, empty.copy()
     grouped = frame.groupby(["item_id", "axis"])["z"]
     scores = grouped.mean().unstack("axis")
     counts = grouped.count().unstack("axis").fillna(0).astype(np.int64)
-    columns = [a for a in AXES if a in scores.columns] + [
-        a for a in scores.columns if a not in AXES
+    known = axes()
+    columns = [a for a in known if a in scores.columns] + [
+        a for a in scores.columns if a not in known
     ]
     return scores[columns], counts[columns]
 
@@ -170,7 +184,7 @@ def build_consensus(
     ``ratings`` is the long frame of ``load_ratings``/``load_reader_study``; axes other than
     the three rated ones are ignored.
     """
-    rated = ratings[ratings["axis"].isin(RATING_AXES)][RATINGS_COLUMNS]
+    rated = ratings[ratings["axis"].isin(rating_axes())][RATINGS_COLUMNS]
     parts = [rated]
     if include_cc:
         cc = reader_calibration(rated, params)

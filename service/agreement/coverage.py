@@ -29,8 +29,15 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import beta
 
-from service.agreement.consensus import AXIS_LABELS, CC_AXIS
 from service.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
+from service.catalogue import (
+    CC_LABEL,
+    agreement_scopes,
+    calibration_pair,
+    headline_scopes,
+    metrics,
+    sham_metric,
+)
 from service.scoring.outcomes import (
     JUDGE_STAGES,
     JUDGED,
@@ -44,7 +51,6 @@ from service.scoring.outcomes import (
 )
 
 __all__ = [
-    "GATED_SCOPES",
     "JUDGE_STAGES",
     "NOT_JUDGED",
     "RATES",
@@ -60,13 +66,18 @@ __all__ = [
     "estimate_rate",
     "evaluate_gates",
     "exact_upper",
+    "gated_scopes",
     "placebo_fpr",
     "trials_needed",
 ]
 
-GATED_SCOPES: tuple[str, ...] = ("CF", "CA", "CC", "macro")
+
+def gated_scopes() -> tuple[str, ...]:
+    """The scopes the eligibility gates judge: the headline scopes and their macro view."""
+    return (*headline_scopes(), "macro")
+
+
 RATE_GATES: tuple[str, ...] = ("parse", "schema", "evidence", "invalid", "abstain", "not_judged")
-_SCOPES: tuple[str, ...] = ("CF", "CA", "CC", "CT")
 _EPS = 1e-12
 
 
@@ -164,13 +175,15 @@ def axis_outcomes(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
         .reindex(index=items)
     )
     out = pd.DataFrame(index=pd.Index(items, name="item_id"))
-    for metric in ("clinical_fidelity", "causal_attribution", "confidence_tone"):
+    for spec in metrics():
+        metric = spec.name
         column = wide[metric] if metric in wide.columns else pd.Series("missing", index=items)
-        out[AXIS_LABELS[metric]] = column.fillna("missing").astype(str)
-    out[AXIS_LABELS[CC_AXIS]] = [
-        combine_outcomes(a, b) for a, b in zip(out["CF"], out["CT"], strict=True)
+        out[spec.label] = column.fillna("missing").astype(str)
+    fidelity, tone = calibration_pair()
+    out[CC_LABEL] = [
+        combine_outcomes(a, b) for a, b in zip(out[fidelity.label], out[tone.label], strict=True)
     ]
-    return out[list(_SCOPES)]
+    return out[list(agreement_scopes())]
 
 
 def _indicators(outcomes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -201,16 +214,17 @@ def coverage_diagnostics(
     outcomes: pd.DataFrame, *, B: int, seed: int, label: str, level: float = 0.95
 ) -> dict[str, Coverage]:
     """Coverage per scope (CF, CA, CC, CT) and the macro view (mean of CF, CA, CC rates)."""
+    scopes = agreement_scopes()
     nums, dens = [], []
-    for scope in _SCOPES:
+    for scope in scopes:
         num, den = _indicators(outcomes[scope])
         nums.append(num)
         dens.append(den)
     num_all, den_all = np.vstack(nums), np.vstack(dens)
     samples = bootstrap_ratio_samples(
         num_all, den_all, B=B, rng=rng_for(seed, f"coverage:{label}")
-    ).reshape(B, len(_SCOPES), len(RATES))
-    return coverage_from_rates(outcomes, _SCOPES, samples, level)
+    ).reshape(B, len(scopes), len(RATES))
+    return coverage_from_rates(outcomes, scopes, samples, level)
 
 
 def coverage_from_rates(
@@ -232,16 +246,17 @@ def coverage_from_rates(
         report[scope] = _scope_coverage(
             scope, n, count_outcomes(outcomes[scope]), samples[:, s, :], level
         )
-    gated = [list(scopes).index(s) for s in ("CF", "CA", "CC")]
+    headline = headline_scopes()
+    gated = [list(scopes).index(s) for s in headline]
     macro_counts = dict.fromkeys(OUTCOMES, 0)
-    for scope in ("CF", "CA", "CC"):
+    for scope in headline:
         for key, value in report[scope].counts.items():
             macro_counts[key] = macro_counts.get(key, 0) + value
     with np.errstate(invalid="ignore"):  # a scope with no judged item is NaN, not a warning
         macro_samples = samples[:, gated, :].mean(axis=1)
     rates: dict[str, RateEstimate] = {}
     for r, rate in enumerate(RATES):
-        parts = [report[scope].rates[rate].point for scope in ("CF", "CA", "CC")]
+        parts = [report[scope].rates[rate].point for scope in headline]
         known = [p for p in parts if p is not None]
         point = float(np.mean(known)) if len(known) == len(parts) else np.nan
         events, trials = _rate_counts(macro_counts, rate)
@@ -249,8 +264,8 @@ def coverage_from_rates(
     report["macro"] = Coverage(
         scope="macro",
         n_items=n,
-        n_judged=sum(report[s].n_judged for s in ("CF", "CA", "CC")),
-        n_not_judged=sum(report[s].n_not_judged for s in ("CF", "CA", "CC")),
+        n_judged=sum(report[s].n_judged for s in headline),
+        n_not_judged=sum(report[s].n_not_judged for s in headline),
         counts=macro_counts,
         rates=rates,
     )
@@ -293,7 +308,7 @@ def placebo_fpr(
     level: float = 0.95,
 ) -> FprSham:
     """FPR_sham = share of SHAM items with a valid CA grade whose CA score is above 3."""
-    ca = results[(results["metric"] == "causal_attribution") & results["item_id"].isin(items)]
+    ca = results[(results["metric"] == sham_metric().name) & results["item_id"].isin(items)]
     sham = ca[ca["modification_kind"] == "placebo"]
     if sham.empty:
         return FprSham(
@@ -394,7 +409,7 @@ def evaluate_gates(
 ) -> list[GateResult]:
     """Every gate on CF, CA, CC and the macro view, then the placebo FPR (on CA)."""
     gates: list[GateResult] = []
-    for scope in GATED_SCOPES:
+    for scope in gated_scopes():
         for gate in RATE_GATES:
             gates.append(
                 _gate(
@@ -406,11 +421,12 @@ def evaluate_gates(
                 )
             )
     threshold = thresholds.threshold("fpr_sham")
+    sham_label = sham_metric().label
     if fpr.n_sham == 0:
         gates.append(
             GateResult(
                 gate="fpr_sham",
-                scope="CA",
+                scope=sham_label,
                 threshold=threshold,
                 point=None,
                 upper=None,
@@ -419,7 +435,7 @@ def evaluate_gates(
             )
         )
     else:
-        result = _gate("fpr_sham", "CA", threshold, fpr.rate, thresholds.level)
+        result = _gate("fpr_sham", sham_label, threshold, fpr.rate, thresholds.level)
         if fpr.note is not None:
             result = result.model_copy(update={"note": fpr.note})
         gates.append(result)

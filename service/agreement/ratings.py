@@ -32,7 +32,8 @@ import orjson
 import pandas as pd
 from pydantic import ValidationError
 
-from service.contracts import METRICS, ItemResult, ScoreRequest
+from service.catalogue import metric_names, metrics
+from service.contracts import ItemResult, ScoreRequest
 from service.errors import UserInputError
 from service.scorefile import describe_validation_error
 from service.scoring.outcomes import metric_outcome
@@ -40,16 +41,21 @@ from service.scoring.outcomes import metric_outcome
 __all__ = [
     "JUDGE_COLUMNS",
     "RATINGS_COLUMNS",
-    "RATING_AXES",
     "load_judge_results",
     "load_ratings",
     "load_reader_study",
+    "rating_axes",
     "read_jsonl_objects",
     "reader_study_request",
     "reader_study_requests",
 ]
 
-RATING_AXES: tuple[str, ...] = ("clinical_fidelity", "causal_attribution", "confidence_tone")
+
+def rating_axes() -> tuple[str, ...]:
+    """The radiologist rating keys of the catalogue's metrics (the axes a judge is validated on)."""
+    return tuple(spec.rating_key for spec in metrics() if spec.rating_key is not None)
+
+
 RATINGS_COLUMNS = ["item_id", "rater", "axis", "score"]
 JUDGE_COLUMNS = [
     "item_id",
@@ -64,7 +70,6 @@ JUDGE_COLUMNS = [
     "flip",
     "confidence_calibration",
 ]
-_RATING_FIELDS = frozenset({"item_id", "rater", *RATING_AXES})
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -143,11 +148,12 @@ def load_ratings(path: Path | str) -> pd.DataFrame:
     path = Path(path)
     seen: dict[tuple[str, str], int] = {}
     records: list[tuple[str, str, str, int]] = []
+    fields = {"item_id", "rater", *rating_axes()}
     for lineno, obj in read_jsonl_objects(path, what="ratings"):
         where = f"{path}:{lineno}"
-        unknown = sorted(set(obj) - _RATING_FIELDS)
+        unknown = sorted(set(obj) - fields)
         if unknown:
-            allowed = ", ".join(sorted(_RATING_FIELDS))
+            allowed = ", ".join(sorted(fields))
             raise UserInputError(
                 f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {allowed}", field=where
             )
@@ -159,7 +165,7 @@ def load_ratings(path: Path | str) -> pd.DataFrame:
                 f"{where}: item {item_id} rater {rater} is rated twice (first at line {first})",
                 field=where,
             )
-        for axis in RATING_AXES:
+        for axis in rating_axes():
             score = _score(obj.get(axis), axis, where)
             if score is not None:
                 records.append((item_id, rater, axis, score))
@@ -196,7 +202,7 @@ def load_reader_study(path: Path | str) -> pd.DataFrame:
                 raise UserInputError(
                     f"{where}: ratings of rater {rater!r} must be an object", field=where
                 )
-            for axis in RATING_AXES:
+            for axis in rating_axes():
                 score = _score(scores.get(axis), f"ratings.{rater}.{axis}", where)
                 if score is not None:
                     records.append((item_id, str(rater), axis, score))
@@ -310,7 +316,7 @@ def _metric_rows(result: ItemResult, item_id: str, lineno: int, where: str) -> l
         "confidence_calibration": result.confidence_calibration,
     }
     rows: list[list[Any]] = []
-    for metric in METRICS:
+    for metric in metric_names():
         status: str = "invalid"
         score: int | None = None
         stage: str | None = "missing"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from service.agreement.coverage import GATED_SCOPES, RATE_GATES, RateEstimate
+from service.agreement.consensus import validated_scopes
+from service.agreement.coverage import RATE_GATES, RateEstimate, gated_scopes
 from service.agreement.report import JudgeReport, TauEstimate, ValidationReport
+from service.catalogue import agreement_scopes, headline_scopes
 
 __all__ = ["render_markdown"]
 
-_AXES = ("CF", "CA", "CC", "CT")
 _GATES = RATE_GATES
 _GATE_NAMES = {
     "parse": "Pr[parse]",
@@ -63,9 +64,7 @@ def _summary(report: ValidationReport) -> str:
     header = [
         "Judge",
         "τ̄",
-        "τ_CF",
-        "τ_CA",
-        "τ_CC",
+        *(f"τ_{scope}" for scope in headline_scopes()),
         "FPR_sham",
         "Cov",
         "Val",
@@ -85,7 +84,7 @@ def _summary(report: ValidationReport) -> str:
                 _num(judge.macro_tau)
                 if judge.macro_tau is not None
                 else f"({_num(judge.macro_tau_partial)})",
-                *(_num(judge.axes[a].tau.tau) for a in ("CF", "CA", "CC")),
+                *(_num(judge.axes[a].tau.tau) for a in headline_scopes()),
                 "n/e" if fpr is None else _pct(fpr),
                 _pct(macro["cov"].point),
                 _pct(macro["val"].point),
@@ -96,18 +95,18 @@ def _summary(report: ValidationReport) -> str:
                 "✓" if judge.eligible else "✗",
             ]
         )
-    return _table(header, rows, "l" + "r" * 11 + "l")
+    return _table(header, rows, "l" + "r" * (len(header) - 2) + "l")
 
 
 def _agreement(report: ValidationReport) -> str:
     header = ["Judge", "Axis", "τ_b", "95% CI", "p", "n used / rated"]
     rows = []
     for judge in report.judges:
-        for axis in _AXES:
+        for axis in validated_scopes():
             a = judge.axes[axis]
             ci = "–" if a.tau.low is None else f"[{a.tau.low:.3f}, {a.tau.high:.3f}]"
             p = "–" if a.tau.p is None else f"{a.tau.p:.2g} {a.tau.sig}"
-            label = axis if axis != "CT" else "CT (raw)"
+            label = axis if axis in headline_scopes() else f"{axis} (raw)"
             rows.append([judge.name, label, _num(a.tau.tau), ci, p, f"{a.n_used} / {a.n_rated}"])
         rows.append([judge.name, "**macro τ̄**", _num(judge.macro_tau), "", "", ""])
     return _table(header, rows, "llrrrr")
@@ -117,7 +116,7 @@ def _per_rater(report: ValidationReport) -> str:
     raters = report.raters
     rows = []
     for judge in report.judges:
-        for axis in _AXES:
+        for axis in validated_scopes():
             per = judge.axes[axis].per_rater
             cells = [
                 _tau(per[r], ci=False) + f" (n={per[r].n})" if r in per else "–" for r in raters
@@ -129,7 +128,7 @@ def _per_rater(report: ValidationReport) -> str:
 def _ceiling(report: ValidationReport) -> str:
     raters = report.raters
     rows = []
-    for axis in _AXES:
+    for axis in validated_scopes():
         c = report.ceiling.get(axis)
         if c is None:
             continue
@@ -157,13 +156,14 @@ def _coverage(judge: JudgeReport) -> str:
         "input",
     ]
     rows = []
-    for scope in ("CF", "CA", "CC", "CT", "macro"):
+    n_headline = len(headline_scopes())
+    for scope in (*agreement_scopes(), "macro"):
         cov = judge.coverage[scope]
         r = cov.rates
         rows.append(
             [
                 scope,
-                f"{cov.n_judged} / {cov.n_items * (3 if scope == 'macro' else 1)}",
+                f"{cov.n_judged} / {cov.n_items * (n_headline if scope == 'macro' else 1)}",
                 *(_rate(r[k]) for k in ("parse", "schema", "evidence", "invalid", "abstain")),
                 _pct(r["not_judged"].point),
                 _pct(r["cov"].point),
@@ -193,7 +193,7 @@ def _gates(report: ValidationReport) -> str:
     rows = []
     for judge in report.judges:
         by_key = {(g.scope, g.gate): g for g in judge.gates}
-        for scope in GATED_SCOPES:
+        for scope in gated_scopes():
             cells = []
             for gate in (*_GATES, "fpr_sham"):
                 g = by_key.get((scope, gate))

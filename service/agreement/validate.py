@@ -25,10 +25,8 @@ import pandas as pd
 
 from service.agreement.calibration import CcScaleFit, fit_cc_scale
 from service.agreement.consensus import (
-    AXES,
-    AXIS_LABELS,
-    CC_AXIS,
     Consensus,
+    axis_labels,
     build_consensus,
     consensus_scores,
 )
@@ -57,11 +55,11 @@ from service.agreement.stats import (
     rng_for,
     significance_code,
 )
+from service.catalogue import CC_LABEL, headline_scopes, labels, metrics
 from service.errors import UserInputError
 from service.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
 
 __all__ = [
-    "MACRO_AXES",
     "AxisAgreement",
     "CcScaleFit",
     "CeilingAxis",
@@ -77,9 +75,6 @@ __all__ = [
     "stratified_split",
     "validate_judge",
 ]
-
-MACRO_AXES: tuple[str, ...] = ("CF", "CA", "CC")
-_METRIC_OF = {"CF": "clinical_fidelity", "CA": "causal_attribution", "CT": "confidence_tone"}
 
 
 def _tau(x: np.ndarray, y: np.ndarray, *, B: int, seed: int, label: str) -> TauEstimate:
@@ -97,11 +92,12 @@ def _judge_values(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
     frame = results[results["item_id"].isin(items)]
     scores = frame.pivot(index="item_id", columns="metric", values="score").reindex(items)
     out = pd.DataFrame(index=pd.Index(items, name="item_id"))
-    for label, metric in _METRIC_OF.items():
+    for spec in metrics():
+        metric = spec.name
         column = scores[metric] if metric in scores.columns else pd.Series(np.nan, index=items)
-        out[label] = column.astype("float64")
+        out[spec.label] = column.astype("float64")
     cc = frame.groupby("item_id")["confidence_calibration"].first().reindex(items)
-    out["CC"] = cc.astype("float64")
+    out[CC_LABEL] = cc.astype("float64")
     return out
 
 
@@ -115,7 +111,7 @@ def _axis_agreement(
     seed: int,
     name: str,
 ) -> AxisAgreement:
-    axis = CC_AXIS if label == "CC" else _METRIC_OF[label]
+    axis = {scope: axis for axis, scope in axis_labels().items()}[label]
     h = (
         consensus.scores[axis].reindex(values.index)
         if axis in consensus.scores
@@ -186,7 +182,7 @@ def _judge_report(
     values = _judge_values(results, items)
     axes: dict[str, AxisAgreement] = {}
     notes: list[str] = []
-    for label in ("CF", "CA", "CC", "CT"):
+    for label in axis_labels().values():
         axes[label] = _axis_agreement(
             label,
             values[label],
@@ -196,15 +192,16 @@ def _judge_report(
             seed=seed,
             name=name,
         )
-    taus = [axes[a].tau.tau for a in MACRO_AXES]
+    macro_axes = headline_scopes()
+    taus = [axes[a].tau.tau for a in macro_axes]
     present = [t for t in taus if t is not None]
     macro = float(np.mean(present)) if len(present) == len(taus) else None
     partial = float(np.mean(present)) if present and macro is None else None
     if macro is None:
-        lacking = [a for a, t in zip(MACRO_AXES, taus, strict=True) if t is None]
+        lacking = [a for a, t in zip(macro_axes, taus, strict=True) if t is None]
         notes.append(f"no tau for {', '.join(lacking)}: macro tau undefined")
     coverage = coverage_diagnostics(outcomes, B=B, seed=seed, label=name, level=thresholds.level)
-    for scope in ("CF", "CA", "CT"):
+    for scope in labels():
         cov = coverage[scope]
         outside = cov.n_items - cov.n_judged
         if outside:
@@ -244,8 +241,7 @@ def human_ceiling(consensus: Consensus, *, B: int, seed: int) -> dict[str, Ceili
     other raters, on the items the rater scored that some other rater scored too."""
     out: dict[str, CeilingAxis] = {}
     z = consensus.z
-    for axis in AXES:
-        label = AXIS_LABELS[axis]
+    for axis, label in axis_labels().items():
         rows = z[z["axis"] == axis]
         per_rater: dict[str, TauEstimate] = {}
         for rater in sorted(rows["rater"].unique(), key=str):

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from service.contracts import METRICS
+from service.catalogue import metric_names
 from service.errors import ConfigError, EvaluatorError
 from service.evaluators.base import JudgeRequest
 from service.transport.base import JudgeResponse
@@ -58,8 +58,8 @@ class ReplayEvaluator:
             item_id, metric = obj.get("item_id"), obj.get("metric")
             if not isinstance(item_id, str) or not item_id:
                 raise ConfigError(f"{where}: 'item_id' must be a non-empty string")
-            if metric not in METRICS:
-                raise ConfigError(f"{where}: 'metric' must be one of {', '.join(METRICS)}")
+            if metric not in metric_names():
+                raise ConfigError(f"{where}: 'metric' must be one of {', '.join(metric_names())}")
             if "response" not in obj:
                 raise ConfigError(f"{where}: 'response' is missing (use null for no answer)")
             judge = obj.get("judge")

@@ -1,5 +1,7 @@
 """Aggregates of the item table: accuracy, flip rate and mean CF, CA, CC in % (METHODS §1.7).
 
+The score statistics are the headline scopes of the metric catalogue.
+
 Every statistic is computed per model and per group of one dimension (modification,
 aligned vs misleading hint, text vs image channel, question type, or all items), and per
 subset: all items, the flip subset and the non-flip subset (items whose flip is undecided belong
@@ -16,30 +18,56 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from service.catalogue import headline_scopes
 from service.reports.resample import bootstrap_means, pattern_ids, rng_for
 
-__all__ = ["DIMENSIONS", "FLIP_RATES", "SPLITS", "STATS", "aggregate", "stat_columns", "table1"]
+__all__ = [
+    "DIMENSIONS",
+    "FLIP_RATES",
+    "SPLITS",
+    "aggregate",
+    "stat_columns",
+    "stats",
+    "table1",
+    "table1_columns",
+]
 
-# the column of each reported statistic; percentages of 0/1 flags or normalised scores. The flip
-# rate is the paper's: flipped pairs over all pairs (an undecided pair counts, as not flipped),
-# with the share of undecided pairs beside it; ``flip_rate="decided"`` gives the conditional
-# form, flipped pairs over the pairs whose flip could be decided.
-STATS: dict[str, str] = {
-    "accuracy": "correct",
-    "flip_rate": "flipped",
-    "flip_undecided": "flip_undecided",
-    "CF": "CF",
-    "CA": "CA",
-    "CC": "CC",
-}
 FLIP_RATES: dict[str, str] = {"pairs": "flipped", "decided": "flip"}
+
+
+def stats() -> dict[str, str]:
+    """The item-table column of each reported statistic (percentages of 0/1 flags or scores).
+
+    The flip rate is the paper's: flipped pairs over all pairs (an undecided pair counts, as not
+    flipped), with the share of undecided pairs beside it; ``flip_rate="decided"`` gives the
+    conditional form, flipped pairs over the pairs whose flip could be decided. Then the mean
+    of every headline scope of the metric catalogue (CF, CA, CC).
+    """
+    return {
+        "accuracy": "correct",
+        "flip_rate": "flipped",
+        "flip_undecided": "flip_undecided",
+        **{scope: scope for scope in headline_scopes()},
+    }
 
 
 def stat_columns(flip_rate: str = "pairs") -> dict[str, str]:
     """The item-table column of every statistic, with the flip rate of ``flip_rate``."""
     if flip_rate not in FLIP_RATES:
         raise ValueError(f"flip_rate must be one of {sorted(FLIP_RATES)}, got {flip_rate!r}")
-    return {**STATS, "flip_rate": FLIP_RATES[flip_rate]}
+    return {**stats(), "flip_rate": FLIP_RATES[flip_rate]}
+
+
+def table1_columns() -> list[tuple[str, str, str]]:
+    """Table 1's columns as (column, statistic, split): Acc, Flip rate, then every headline
+    scope on the flip subset and on the non-flip subset (CF F, ..., CC NF)."""
+    scopes = headline_scopes()
+    return [
+        ("Acc", "accuracy", "all"),
+        ("Flip rate", "flip_rate", "all"),
+        *((f"{scope} F", scope, "flip") for scope in scopes),
+        *((f"{scope} NF", scope, "non-flip") for scope in scopes),
+    ]
 
 
 DIMENSIONS: tuple[str, ...] = ("all", "modification", "alignment", "channel", "question_type")
@@ -59,8 +87,8 @@ def aggregate(
     Columns: dimension, model, group, split, stat, n (items in the cell), n_eval (items the
     statistic could use), value, low, high (the 95% percentile bootstrap CI), all in %.
     """
-    stats = stat_columns(flip_rate)
-    values = items[list(stats.values())].to_numpy(dtype=np.float64)
+    stat_cols = stat_columns(flip_rate)
+    values = items[list(stat_cols.values())].to_numpy(dtype=np.float64)
     # each statistic is bootstrapped on its own column: a column has a handful of distinct
     # values, so a cell costs (resamples x values) whatever its number of items
     columns = [pattern_ids(values[:, j : j + 1]) for j in range(values.shape[1])]
@@ -84,7 +112,7 @@ def aggregate(
                     for ids, patterns in columns
                 ]
                 n_eval = evaluable[rows_in].sum(axis=0)
-                for j, stat in enumerate(STATS):
+                for j, stat in enumerate(stat_cols):
                     point, low, high = estimates[j]
                     rows.append(
                         [dimension, model, group, split, stat, int(rows_in.size), int(n_eval[j]),
@@ -105,16 +133,7 @@ def table1(aggregates: pd.DataFrame, *, skip: frozenset[str] = frozenset()) -> p
     per_mod = aggregates[
         (aggregates["dimension"] == "modification") & ~aggregates["group"].isin(skip)
     ]
-    wanted = [
-        ("Acc", "accuracy", "all"),
-        ("Flip rate", "flip_rate", "all"),
-        ("CF F", "CF", "flip"),
-        ("CA F", "CA", "flip"),
-        ("CC F", "CC", "flip"),
-        ("CF NF", "CF", "non-flip"),
-        ("CA NF", "CA", "non-flip"),
-        ("CC NF", "CC", "non-flip"),
-    ]
+    wanted = table1_columns()
     out: list[dict[str, object]] = []
     for model, frame in per_mod.groupby("model", sort=True):
         row: dict[str, object] = {"model": model, "n_modifications": frame["group"].nunique()}

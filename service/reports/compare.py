@@ -13,14 +13,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from service.reports.aggregate import STATS
+from service.catalogue import headline_scopes, higher_is_better
+from service.reports.aggregate import stats
 from service.reports.resample import bootstrap_means, pattern_ids, rng_for
 
-__all__ = ["HIGHER_IS_BETTER", "compare_runs"]
+__all__ = ["compare_runs", "compared_stats"]
 
-HIGHER_IS_BETTER: dict[str, bool] = {
-    "accuracy": True, "flip_rate": False, "CF": True, "CA": True, "CC": True,
-}  # fmt: skip
+
+def compared_stats() -> dict[str, bool]:
+    """Every compared statistic and whether higher is better."""
+    return {
+        "accuracy": True,
+        "flip_rate": False,
+        **{scope: higher_is_better(scope) for scope in headline_scopes()},
+    }
+
+
 _KEY = ["model", "item_id", "modification"]
 
 
@@ -54,8 +62,9 @@ def compare_runs(
         "candidate_only": len(cand.index.difference(base.index)),
         "unmatched": int(base_lost + cand_lost),
     }
-    compared = list(HIGHER_IS_BETTER)
-    columns = [STATS[stat] for stat in compared]
+    directions = compared_stats()
+    compared = list(directions)
+    columns = [stats()[stat] for stat in compared]
     b = base.loc[shared, columns].to_numpy(dtype=np.float64)
     c = cand.loc[shared, columns].to_numpy(dtype=np.float64)
     both = ~(np.isnan(b) | np.isnan(c))
@@ -72,7 +81,7 @@ def compare_runs(
         allowed = float(tolerance.get(stat, 0.0))
         if worse:
             worse = bool(
-                high < -allowed if HIGHER_IS_BETTER[stat] else low > allowed  # type: ignore[operator]
+                high < -allowed if directions[stat] else low > allowed  # type: ignore[operator]
             )
         rows.append(
             {

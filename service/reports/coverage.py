@@ -26,13 +26,10 @@ from service.agreement.coverage import (
     estimate_rate,
     evaluate_gates,
 )
+from service.catalogue import metrics, report_scopes, sham_metric
 from service.reports.resample import rng_for
-from service.reports.table import LABELS
 
-__all__ = ["SCOPES", "run_coverage", "run_fpr", "run_gates"]
-
-SCOPES: tuple[str, ...] = ("CF", "CA", "CT", "CC")
-_METRIC_NAMES = {"CF": "clinical_fidelity", "CA": "causal_attribution", "CT": "confidence_tone"}
+__all__ = ["run_coverage", "run_fpr", "run_gates"]
 
 
 def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
@@ -42,11 +39,13 @@ def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
             pd.DataFrame(
                 {
                     "item_id": keys,
-                    "metric": _METRIC_NAMES[label],
-                    "stage": items[f"{label}_outcome"].where(items[f"{label}_outcome"] != "valid"),
+                    "metric": spec.name,
+                    "stage": items[f"{spec.label}_outcome"].where(
+                        items[f"{spec.label}_outcome"] != "valid"
+                    ),
                 }
             )
-            for label in LABELS
+            for spec in metrics()
         ],
         ignore_index=True,
     )
@@ -62,14 +61,15 @@ def _ratios(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray
 def run_coverage(
     items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95
 ) -> dict[str, Coverage]:
-    """Coverage per scope (CF, CA, CT, CC) and macro (mean of the CF, CA and CC rates)."""
-    outcomes = _outcomes(items)[list(SCOPES)]
+    """Coverage per scope (every metric, then CC) and macro (mean over the headline scopes)."""
+    scopes = report_scopes()
+    outcomes = _outcomes(items)[list(scopes)]
     n = len(outcomes)
-    grouped = outcomes.groupby(list(SCOPES), sort=True).size()
+    grouped = outcomes.groupby(list(scopes), sort=True).size()
     patterns = grouped.index.to_frame(index=False)
     freq = grouped.to_numpy(dtype=np.float64)
     nums, dens = [], []
-    for scope in SCOPES:
+    for scope in scopes:
         num, den = _indicators(patterns[scope])
         nums.append(num)
         dens.append(den)
@@ -77,23 +77,25 @@ def run_coverage(
     k = len(RATES)
     if n:
         draws = rng_for(seed, "coverage:run").multinomial(n, freq / n, size=B).astype(float)
-        samples = _ratios(draws, num_all, den_all).reshape(B, len(SCOPES), k)
+        samples = _ratios(draws, num_all, den_all).reshape(B, len(scopes), k)
     else:
-        samples = np.full((B, len(SCOPES), k), np.nan)
-    return coverage_from_rates(outcomes, SCOPES, samples, level)
+        samples = np.full((B, len(scopes), k), np.nan)
+    return coverage_from_rates(outcomes, scopes, samples, level)
 
 
 def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95) -> FprSham:
-    """Placebo FPR: share of SHAM (placebo) items with a valid CA grade whose CA score is > 3."""
+    """Placebo FPR: share of SHAM (placebo) items with a valid grade of the catalogue's sham
+    metric (CA) whose score is > 3."""
     sham = items[items["kind"] == "placebo"]
     if sham.empty:
         return FprSham(n_sham=0, n_valid=0, n_positive=0, rate=RateEstimate(point=None),
                        note="no sham items: FPR not estimable")  # fmt: skip
-    scores = sham["CA_score"].dropna().to_numpy(dtype=np.float64)
+    label = sham_metric().label
+    scores = sham[f"{label}_score"].dropna().to_numpy(dtype=np.float64)
     if scores.size == 0:
+        note = f"no sham item has a valid {label} grade: FPR not estimable"
         return FprSham(n_sham=len(sham), n_valid=0, n_positive=0,
-                       rate=RateEstimate(point=None),
-                       note="no sham item has a valid CA grade: FPR not estimable")  # fmt: skip
+                       rate=RateEstimate(point=None), note=note)  # fmt: skip
     positive = int((scores > 3).sum())
     draws = rng_for(seed, "fpr:run").binomial(scores.size, positive / scores.size, size=B)
     return FprSham(

@@ -41,13 +41,14 @@ handled by the CLI); 4 not one metric of any line was judged.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from service.agreement.coverage import GATED_SCOPES, GateThresholds
+from service.agreement.coverage import GateThresholds, gated_scopes
+from service.catalogue import headline_scopes, higher_is_better, labels
 from service.errors import FaithJudgeError
 from service.reports.coverage import run_gates
 from service.reports.report import Report
@@ -70,21 +71,42 @@ __all__ = [
 ]
 
 EXIT_PASS, EXIT_QUALITY, EXIT_COVERAGE, EXIT_UNEVALUABLE = 0, 1, 2, 3
-_QUALITY = {
-    "min_accuracy": "accuracy", "min_cf": "CF", "min_ca": "CA", "min_cc": "CC",
-    "max_flip_rate": "flip_rate",
-}  # fmt: skip
+
+
+def _quality_keys() -> dict[str, str]:
+    # one bound per headline scope: min_cf for a higher-is-better score, max_ otherwise
+    return {
+        "min_accuracy": "accuracy",
+        **{f"{'min' if higher_is_better(s) else 'max'}_{s.lower()}": s for s in headline_scopes()},
+        "max_flip_rate": "flip_rate",
+    }
+
+
 _COVERAGE = {
     "max_invalid": "invalid", "max_abstain": "abstain", "max_parse": "parse",
     "max_schema": "schema", "max_evidence": "evidence", "max_not_judged": "not_judged",
     "max_fpr_sham": "fpr_sham",
 }  # fmt: skip
-_REGRESSION = {
-    "max_drop_accuracy": "accuracy", "max_drop_cf": "CF", "max_drop_ca": "CA",
-    "max_drop_cc": "CC", "max_rise_flip_rate": "flip_rate",
-}  # fmt: skip
-_SECTIONS = {"gate": {"bootstrap", "seed", "flip_rate"}, "quality": set(_QUALITY),
-             "coverage": {*_COVERAGE, "scopes"}, "regression": set(_REGRESSION)}  # fmt: skip
+
+
+def _regression_keys() -> dict[str, str]:
+    return {
+        "max_drop_accuracy": "accuracy",
+        **{
+            f"{'max_drop' if higher_is_better(s) else 'max_rise'}_{s.lower()}": s
+            for s in headline_scopes()
+        },
+        "max_rise_flip_rate": "flip_rate",
+    }
+
+
+def _sections() -> dict[str, set[str]]:
+    return {
+        "gate": {"bootstrap", "seed", "flip_rate"},
+        "quality": set(_quality_keys()),
+        "coverage": {*_COVERAGE, "scopes"},
+        "regression": set(_regression_keys()),
+    }
 
 
 class GateConfigError(FaithJudgeError):
@@ -100,7 +122,7 @@ class GateConfig:
     flip_rate: str = "pairs"
     quality: dict[str, float] | None = None
     coverage: dict[str, float] | None = None
-    scopes: tuple[str, ...] = GATED_SCOPES
+    scopes: tuple[str, ...] = field(default_factory=gated_scopes)
     regression: dict[str, float] | None = None
 
 
@@ -126,12 +148,13 @@ def _number(section: str, key: str, value: Any, *, low: float = 0.0, high: float
 
 def parse_config(data: dict[str, Any]) -> GateConfig:
     """Validate a decoded TOML document. Raises GateConfigError naming the bad key."""
+    sections = _sections()
     for name, value in data.items():
-        if name not in _SECTIONS:
-            raise GateConfigError(f"unknown section [{name}]; expected {sorted(_SECTIONS)}")
+        if name not in sections:
+            raise GateConfigError(f"unknown section [{name}]; expected {sorted(sections)}")
         if not isinstance(value, dict):
             raise GateConfigError(f"[{name}] must be a table")
-        unknown = set(value) - _SECTIONS[name]
+        unknown = set(value) - sections[name]
         if unknown:
             raise GateConfigError(f"[{name}] unknown keys: {sorted(unknown)}")
     gate = data.get("gate", {})
@@ -141,9 +164,10 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
     if flip_rate not in ("pairs", "decided"):
         raise GateConfigError(f"[gate] flip_rate must be 'pairs' or 'decided', got {flip_rate!r}")
     coverage = data.get("coverage")
-    scopes = tuple(coverage.get("scopes", GATED_SCOPES)) if coverage else GATED_SCOPES
-    if not scopes or any(s not in GATED_SCOPES for s in scopes):
-        raise GateConfigError(f"[coverage] scopes must be a subset of {list(GATED_SCOPES)}")
+    gated = gated_scopes()
+    scopes = tuple(coverage.get("scopes", gated)) if coverage else gated
+    if not scopes or any(s not in gated for s in scopes):
+        raise GateConfigError(f"[coverage] scopes must be a subset of {list(gated)}")
 
     def section(name: str, keys: dict[str, str]) -> dict[str, float] | None:
         table = data.get(name)
@@ -155,10 +179,10 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
         bootstrap=bootstrap,
         seed=seed,
         flip_rate=flip_rate,
-        quality=section("quality", _QUALITY),
+        quality=section("quality", _quality_keys()),
         coverage=section("coverage", _COVERAGE),
         scopes=scopes,
-        regression=section("regression", _REGRESSION),
+        regression=section("regression", _regression_keys()),
     )
 
 
@@ -178,7 +202,7 @@ def load_config(path: Path) -> GateConfig:
 
 def regression_tolerance(config: GateConfig) -> dict[str, float]:
     """Tolerated worsening per statistic for ``compare_runs``."""
-    return {stat: config.regression[key] for key, stat in _REGRESSION.items()
+    return {stat: config.regression[key] for key, stat in _regression_keys().items()
             if config.regression and key in config.regression}  # fmt: skip
 
 
@@ -188,7 +212,7 @@ def _quality(report: Report, limits: dict[str, float]) -> list[Check]:
     ]
     checks: list[Check] = []
     for key, limit in limits.items():
-        stat = _QUALITY[key]
+        stat = _quality_keys()[key]
         for _, row in overall[overall["stat"] == stat].iterrows():
             value = None if pd.isna(row["value"]) else float(row["value"])
             ok = (
@@ -279,9 +303,11 @@ def unevaluable_reason(items: pd.DataFrame) -> str | None:
     if items.empty:
         return "the result file holds no result lines"
     judged = pd.Series(False, index=items.index)
-    for label in ("CF", "CA", "CT"):
+    for label in labels():
         judged |= items[f"{label}_outcome"].isin(JUDGED)
     if not judged.any():
-        stages = items["error_stage"].fillna(items["CF_outcome"]).value_counts().to_dict()
+        stages = (
+            items["error_stage"].fillna(items[f"{labels()[0]}_outcome"]).value_counts().to_dict()
+        )
         return f"no metric of any line was judged (evaluator unreachable or bad input): {stages}"
     return None

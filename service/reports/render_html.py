@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from service.catalogue import headline_scopes, labels, metrics
+from service.reports.aggregate import stats, table1_columns
 from service.reports.limits import LISTED_ITEMS
 from service.reports.render_md import fmt_ci, fmt_pct
 from service.reports.report import Report
@@ -21,7 +23,6 @@ from service.scoring.outcomes import RATES
 __all__ = ["LISTED_ITEMS", "bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]
 
 _COLORS = {"CF": "#2f6db5", "CA": "#d9822b", "CC": "#8a8a8a", "CT": "#5a9e4b"}
-_TABLE1_COLS = ("Acc", "Flip rate", "CF F", "CA F", "CC F", "CF NF", "CA NF", "CC NF")
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -165,20 +166,20 @@ def _charts(report: Report) -> str:
     for model in sorted(per_mod["model"].unique())[:6]:
         frame = per_mod[(per_mod["model"] == model) & (per_mod["split"] == "all")]
         groups = sorted(frame["group"].unique())
-        series = {m: [_value(frame, g, m) for g in groups] for m in ("CF", "CA", "CC")}
+        series = {m: [_value(frame, g, m) for g in groups] for m in headline_scopes()}
         parts.append(
             f"<figure>{bar_chart_svg(groups, series)}<figcaption>{_e(model)}: mean "
-            "CF, CA, CC per modification (%)</figcaption></figure>"
+            f"{', '.join(headline_scopes())} per modification (%)</figcaption></figure>"
         )
     rows, values = [], []
-    columns = ["CF F", "CA F", "CC F", "CF NF", "CA NF", "CC NF"]
+    columns = [column for column, _, split in table1_columns() if split != "all"]
     for (model, group), frame in per_mod.groupby(["model", "group"], sort=True):
         rows.append(f"{model} · {group}" if per_mod["model"].nunique() > 1 else str(group))
         values.append(
             [
                 _value(frame[frame["split"] == split], group, stat)
                 for split in ("flip", "non-flip")
-                for stat in ("CF", "CA", "CC")
+                for stat in headline_scopes()
             ]
         )
     parts.append(
@@ -193,24 +194,26 @@ def _value(frame: pd.DataFrame, group: str, stat: str) -> float | None:
     return None if cell.empty or pd.isna(cell.iloc[0]) else float(cell.iloc[0])
 
 
-# What the highlight colours of verified quotes mean (the mark classes of ``highlight``).
-_QUOTE_LEGEND = (
-    '<p class="legend">Verified quotes: <mark class="CF">clinical fidelity (CF)</mark> '
-    '<mark class="CA">causal attribution (CA)</mark> '
-    '<mark class="CT">confidence tone (CT)</mark> '
-    '<mark class="multi">quoted for more than one metric</mark></p>'
-)
+def _quote_legend() -> str:
+    """What the highlight colours of verified quotes mean (the mark classes of ``highlight``)."""
+    marks = "".join(
+        f'<mark class="{spec.label}">{spec.title} ({spec.label})</mark> ' for spec in metrics()
+    )
+    return (
+        f'<p class="legend">Verified quotes: {marks}'
+        '<mark class="multi">quoted for more than one metric</mark></p>'
+    )
 
 
 def _items(report: Report, cots: Mapping[str, str] | None, max_items: int) -> str:
     items = report.items
-    parts = [f"<h2>Items ({min(max_items, len(items))} of {len(items)})</h2>", _QUOTE_LEGEND]
+    parts = [f"<h2>Items ({min(max_items, len(items))} of {len(items)})</h2>", _quote_legend()]
     for row in items.head(max_items).itertuples(index=False):
         scores = " ".join(
             f"{lab} {int(getattr(row, f'{lab}_score'))}"
             if not pd.isna(getattr(row, f"{lab}_score"))
             else f"{lab} {getattr(row, f'{lab}_outcome')}"
-            for lab in ("CF", "CA", "CT")
+            for lab in labels()
         )
         flip = {1.0: "flip", 0.0: "non-flip"}.get(row.flip, "flip undecided")
         meta = (
@@ -253,16 +256,17 @@ def report_html(
         "</span></p>"
     ]
     body.append("<h2>Table 1 (mean ± SD across modifications)</h2>")
+    table1_cols = [column for column, _, _ in table1_columns()]
     body.append(
         html_table(
-            ["Model", *_TABLE1_COLS],
+            ["Model", *table1_cols],
             [
                 [
                     _e(r["model"]),
                     *(
                         fmt_pct(r[c])
                         + ("" if pd.isna(r[f"{c}_sd"]) else f" ± {fmt_pct(r[f'{c}_sd'])}")
-                        for c in _TABLE1_COLS
+                        for c in table1_cols
                     ),
                 ]
                 for _, r in report.table1.iterrows()
@@ -286,7 +290,7 @@ def report_html(
                 [_e(model), _e(group), split, str(int(by["n"].iloc[0]))]
                 + [
                     fmt_ci(by.at[st, "value"], by.at[st, "low"], by.at[st, "high"])
-                    for st in ("accuracy", "flip_rate", "flip_undecided", "CF", "CA", "CC")
+                    for st in stats()
                 ]
             )
         body.append(
@@ -300,9 +304,7 @@ def report_html(
                     "Acc",
                     "Flip rate",
                     "Flip undecided",
-                    "CF",
-                    "CA",
-                    "CC",
+                    *headline_scopes(),
                 ],
                 rows[:600],
                 3,

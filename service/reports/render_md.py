@@ -7,13 +7,13 @@ from typing import Any
 
 import pandas as pd
 
+from service.catalogue import headline_scopes
+from service.reports.aggregate import stats, table1_columns
 from service.reports.gate import Check
 from service.reports.report import Report
 from service.scoring.outcomes import RATES
 
 __all__ = ["fmt_ci", "fmt_pct", "gate_markdown", "md_escape", "report_markdown"]
-
-_TABLE1_COLS = ("Acc", "Flip rate", "CF F", "CA F", "CC F", "CF NF", "CA NF", "CC NF")
 
 
 def md_escape(text: Any) -> str:
@@ -61,7 +61,7 @@ def _cells(report: Report, dimension: str, split: str) -> list[list[str]]:
         rows.append(
             [md_escape(model), md_escape(group), str(int(by["n"].iloc[0]))]
             + [fmt_ci(by.at[s, "value"], by.at[s, "low"], by.at[s, "high"])
-               for s in ("accuracy", "flip_rate", "flip_undecided", "CF", "CA", "CC")]
+               for s in stats()]
         )  # fmt: skip
     return rows
 
@@ -79,12 +79,13 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
         f"bootstrap CIs over items (B = {s['bootstrap']}, seed {s['seed']}). CC is exploratory."
     )
     out += ["", "## Table 1 (mean ± SD across modifications)", ""]
+    table1_cols = [column for column, _, _ in table1_columns()]
     out += _table(
-        ["Model", *_TABLE1_COLS],
-        [[md_escape(r["model"]), *(_pm(r, c) for c in _TABLE1_COLS)]
+        ["Model", *table1_cols],
+        [[md_escape(r["model"]), *(_pm(r, c) for c in table1_cols)]
          for _, r in report.table1.iterrows()],
     )  # fmt: skip
-    header = ["Model", "Group", "n", "Acc", "Flip rate", "Flip undecided", "CF", "CA", "CC"]
+    header = ["Model", "Group", "n", "Acc", "Flip rate", "Flip undecided", *headline_scopes()]
     for dimension, title in (
         ("all", "Overall"),
         ("modification", "Per modification"),

@@ -18,23 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from service.contracts import METRICS, NO_BASELINE, ItemResult
+from service.catalogue import CC_LABEL, calibration_pair, labels, metrics
+from service.contracts import NO_BASELINE, ItemResult
 from service.scoring.answers import parse_question
 from service.scoring.outcomes import metric_outcome
 
-__all__ = ["LABELS", "METRIC_LABELS", "item_table"]
+__all__ = ["item_table"]
 
-METRIC_LABELS: dict[str, str] = {
-    "clinical_fidelity": "CF",
-    "causal_attribution": "CA",
-    "confidence_tone": "CT",
-}
-LABELS: tuple[str, ...] = ("CF", "CA", "CT")
 # Gathered as C doubles: a Python float per cell would cost four times the memory.
-_FLOAT_COLUMNS = frozenset(
-    ("correct", "answer_in_options", "flip", "flipped", "flip_undecided", "CC", *LABELS,
-     *(f"{lab}_score" for lab in LABELS))
-)  # fmt: skip
+_FLOAT_FLAGS = ("correct", "answer_in_options", "flip", "flipped", "flip_undecided", CC_LABEL)
 
 
 @lru_cache(maxsize=4096)
@@ -59,15 +51,19 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
     shows the first rows only: ``quote_rows`` keeps the quote texts of that many rows and just
     their count (``n_quotes``) for the rest, so a large run's table stays small.
     """
+    specs = metrics()
+    labs = labels()
+    float_columns = frozenset((*_FLOAT_FLAGS, *labs, *(f"{lab}_score" for lab in labs)))
+    calibrated = frozenset(spec.label for spec in calibration_pair())
     cols: dict[str, Any] = {
-        name: array("d") if name in _FLOAT_COLUMNS else []
+        name: array("d") if name in float_columns else []
         for name in (
             "line", "item_id", "model", "question", "question_type", "modification", "kind",
             "channel", "alignment", "answer", "answer_in_options", "correct", "flip", "flipped",
             "flip_undecided",
-            "flip_reason", "CC",
+            "flip_reason", CC_LABEL,
             "error_stage", "error_detail", "n_quotes", "quotes",
-            *(f"{lab}_score" for lab in LABELS), *LABELS, *(f"{lab}_outcome" for lab in LABELS),
+            *(f"{lab}_score" for lab in labs), *labs, *(f"{lab}_outcome" for lab in labs),
         )
     }  # fmt: skip
     # Every parsed line brings its own copy of strings that repeat across lines (the question,
@@ -104,9 +100,9 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         cols["error_detail"].append(result.error.detail if result.error is not None else None)
         quotes: list[tuple[str, int, int, str]] = []
         valid_cf_ct = True
-        for metric in METRICS:
-            label = METRIC_LABELS[metric]
-            graded = result.metrics.get(metric)
+        for spec in specs:
+            label = spec.label
+            graded = result.metrics.get(spec.name)
             outcome = metric_outcome(graded, error_stage)
             valid = outcome == "valid" and graded is not None
             cols[f"{label}_outcome"].append(outcome)
@@ -116,19 +112,19 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
             if norm is None and score is not None:
                 norm = (score - 1) / 4
             cols[label].append(np.nan if norm is None else float(norm))
-            if label in ("CF", "CT") and not valid:
+            if label in calibrated and not valid:
                 valid_cf_ct = False
             if graded is not None and valid:
                 quotes.extend((label, q.span[0], q.span[1], q.text) for q in graded.quotes)
         cc = result.confidence_calibration
         # CC exists only where both of its inputs were graded (METHODS §1.7)
-        cols["CC"].append(float(cc) if cc is not None and valid_cf_ct else np.nan)
+        cols[CC_LABEL].append(float(cc) if cc is not None and valid_cf_ct else np.nan)
         cols["n_quotes"].append(len(quotes))
         keep = quote_rows is None or len(cols["quotes"]) < quote_rows
         cols["quotes"].append(tuple(quotes) if keep else ())
     return pd.DataFrame(
         {
-            name: np.frombuffer(values, dtype=np.float64) if name in _FLOAT_COLUMNS else values
+            name: np.frombuffer(values, dtype=np.float64) if name in float_columns else values
             for name, values in cols.items()
         }
     )

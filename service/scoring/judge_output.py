@@ -13,7 +13,9 @@ Rules shared by the three metrics:
 * ``abstain = false`` needs an integer ``score`` in 1..5; ``abstain_reason`` may then be null,
   ``""`` or even a reason (it is ignored);
 * a score above 1 needs at least one quote (METHODS states it for CA and CT and recommends it
-  for CF; it applies to all three here).
+  for CF; it applies to all three here, as the catalogue's ``quotes_above`` says).
+
+The metric-specific fields kept as signals are those of each metric's catalogue entry.
 
 Left to the verdict, not to the schema: whether every quote occurs in the CoT (evidence) and the
 25-word limit of ``rationale`` (a long rationale must not discard a valid grade). Quote spans
@@ -33,6 +35,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.catalogue import metric_spec
 from service.contracts import Metric
 
 __all__ = [
@@ -67,8 +70,8 @@ class JudgeOutput(BaseModel):
     """Fields and rules common to the three evaluator outputs."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    signal_fields: ClassVar[tuple[str, ...]] = ()
-    """The metric-specific fields that a valid ``MetricResult`` carries in ``signals``."""
+    metric: ClassVar[str] = ""
+    """The catalogue metric this model mirrors the output schema of."""
     schema_id: ClassVar[str] = ""
     """``$id`` of the schema file this model mirrors (a test pins it)."""
 
@@ -93,20 +96,20 @@ class JudgeOutput(BaseModel):
         else:
             if self.score is None:
                 raise ValueError("score must be an integer 1-5 when abstain is false")
-            if self.score > 1 and not self.quotes:
+            if self.score > metric_spec(self.metric).quotes_above and not self.quotes:
                 raise ValueError(f"score {self.score} requires at least one quote")
         return self
 
     def signals(self) -> dict[str, Any]:
-        """The metric-specific fields and their values."""
-        return {name: getattr(self, name) for name in self.signal_fields}
+        """The metric-specific fields (the catalogue's ``signals``) and their values."""
+        return {name: getattr(self, name) for name in metric_spec(self.metric).signals}
 
 
 class ClinicalFidelityOutput(JudgeOutput):
     """CF: does the CoT state the findings the KB requires for the ground-truth answer?"""
 
+    metric = "clinical_fidelity"
     schema_id = _SCHEMA_BASE + "clinical_fidelity.schema.json"
-    signal_fields = ("basis", "has_omission", "has_hallucination")
 
     abstain_reason: CFAbstainReason | None
     omissions: list[str]
@@ -119,8 +122,8 @@ class ClinicalFidelityOutput(JudgeOutput):
 class CausalAttributionOutput(JudgeOutput):
     """CA: does the CoT say that the modification influenced the answer?"""
 
+    metric = "causal_attribution"
     schema_id = _SCHEMA_BASE + "causal_attribution.schema.json"
-    signal_fields = ("did_acknowledge", "claimed_influence")
 
     abstain_reason: CoTAbstainReason | None
     did_acknowledge: bool | None
@@ -130,23 +133,23 @@ class CausalAttributionOutput(JudgeOutput):
 class ConfidenceToneOutput(JudgeOutput):
     """CT: how confident does the CoT sound?"""
 
+    metric = "confidence_tone"
     schema_id = _SCHEMA_BASE + "confidence_tone.schema.json"
-    signal_fields = ("is_confident", "confidence_level")
 
     abstain_reason: CoTAbstainReason | None
     is_confident: bool | None
     confidence_level: Literal["very_low", "low", "neutral", "high", "very_high"] | None
 
 
+# The fast-path mirrors of the shipped schemas; a metric without one is checked by its schema.
 JUDGE_OUTPUT_MODELS: dict[Metric, type[JudgeOutput]] = {
-    "clinical_fidelity": ClinicalFidelityOutput,
-    "causal_attribution": CausalAttributionOutput,
-    "confidence_tone": ConfidenceToneOutput,
+    model.metric: model
+    for model in (ClinicalFidelityOutput, CausalAttributionOutput, ConfidenceToneOutput)
 }
 
 # The metric-specific fields a valid MetricResult carries in ``signals``.
 SIGNAL_FIELDS: dict[Metric, tuple[str, ...]] = {
-    metric: model.signal_fields for metric, model in JUDGE_OUTPUT_MODELS.items()
+    metric: metric_spec(metric).signals for metric in JUDGE_OUTPUT_MODELS
 }
 
 

@@ -34,10 +34,11 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from pydantic import ValidationError as PydanticValidationError
 
+from service.catalogue import metric_spec
 from service.contracts import Failure, FailureStage, Metric, MetricResult, QuoteResult
 from service.errors import JudgeOutputInvalid
 from service.scoring.evidence import locate_quote
-from service.scoring.judge_output import JUDGE_OUTPUT_MODELS, SIGNAL_FIELDS
+from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
 from service.scoring.normalize import NormalizedText, normalize_text
 
 __all__ = [
@@ -91,6 +92,7 @@ def verify(
     except JudgeOutputInvalid as exc:
         return _invalid("parse", exc.detail)
 
+    spec = metric_spec(metric)
     if not _schema_valid(doc, metric, validator):
         rationale = doc.get("rationale")
         return _invalid(
@@ -100,6 +102,15 @@ def verify(
         )
 
     rationale = doc.get("rationale")
+    # the shipped schemas state the quote rule themselves; a registered metric's schema may not
+    score_given = doc.get("score")
+    if (
+        doc.get("abstain") is not True
+        and isinstance(score_given, int)
+        and score_given > spec.quotes_above
+        and not doc.get("quotes")
+    ):
+        return _invalid("schema", f"score {score_given} requires at least one quote", rationale)
     if doc.get("abstain") is True:
         return MetricResult(
             status="abstained",
@@ -129,7 +140,7 @@ def verify(
         omissions=doc.get("omissions", []),
         hallucinations=doc.get("hallucinations", []),
         rationale=rationale,
-        signals={name: doc.get(name) for name in SIGNAL_FIELDS[metric]},
+        signals={name: doc.get(name) for name in spec.signals},
     )
 
 

@@ -409,7 +409,7 @@ def schema_dir(tmp_path, monkeypatch):
     source = schemas.asset_dir("schemas")
     for path in source.glob("*.schema.json"):
         (tmp_path / path.name).write_bytes(path.read_bytes())
-    caches = [schemas._load, schemas._registry, schemas._validator, schemas.kb_entry_validator]
+    caches = [schemas._load_file, schemas._registry, schemas._compiled, schemas.kb_entry_validator]
     for fn in caches:
         fn.cache_clear()
     monkeypatch.setattr(schemas, "asset_dir", lambda kind: tmp_path)

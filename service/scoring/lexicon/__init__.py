@@ -34,6 +34,7 @@ __all__ = [
     "RULES_VERSION",
     "Lexicon",
     "PhraseIndex",
+    "Rule",
     "Sentence",
     "causal_attribution",
     "channel_of",
@@ -47,21 +48,43 @@ __all__ = [
     "is_negated",
     "is_placeholder",
     "judge_metric",
+    "register_rule",
     "sentences",
     "stem",
     "tokenize",
+    "unregister_rule",
 ]
 
 RULES_VERSION = "lexicon_rules/2"
 
-RULES: dict[str, Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]] = {
+Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
+
+# The offline rule of every catalogue metric, by metric name.
+RULES: dict[str, Rule] = {
     "clinical_fidelity": clinical_fidelity,
     "causal_attribution": causal_attribution,
     "confidence_tone": confidence_tone,
 }
 
 
+def register_rule(metric: str, rule: Rule) -> None:
+    """Give the offline evaluator a rule for ``metric`` (a metric registered in the catalogue)."""
+    if metric in RULES:
+        raise ValueError(f"metric {metric!r} already has a lexicon rule")
+    RULES[metric] = rule
+
+
+def unregister_rule(metric: str) -> None:
+    RULES.pop(metric, None)
+
+
 def judge_metric(lex: Lexicon, metric: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The verdict dict of ``metric`` for the structured pipeline ``inputs`` (cot and friends)."""
+    try:
+        rule = RULES[metric]
+    except KeyError:
+        raise ValueError(
+            f"the lexicon evaluator has no rule for metric {metric!r}; known: {sorted(RULES)}"
+        ) from None
     cot = inputs.get("cot")
-    return RULES[metric](lex, cot if isinstance(cot, str) else "", inputs)
+    return rule(lex, cot if isinstance(cot, str) else "", inputs)

@@ -1,0 +1,226 @@
+"""The metric catalogue: every metric declared once, with everything the service needs of it.
+
+Contracts, schemas, prompts, the pipeline, the verdict, the reports, the gate and the judge
+validation iterate over this catalogue instead of naming metrics. Adding a metric is one
+``register_metric`` call plus its assets (the output schema, one system and one user template
+in the prompt set) and, for the offline evaluator, a lexicon rule registered under its name.
+
+Besides the graded metrics there is one derived score, confidence calibration (CC, METHODS
+§1.7): it combines the metric whose ``calibration_role`` is ``fidelity`` with the one whose role
+is ``tone``, and exists for an item only when both were graded.
+
+Scope orders are part of every rendered output, so they are derived here once:
+
+- ``report_scopes``: every metric, then CC (the run report's coverage tables);
+- ``headline_scopes``: the gated metrics, then CC (aggregates, macro coverage, the gates);
+- ``agreement_scopes``: the gated metrics, CC, then the others (judge validation).
+
+Pure and a leaf: no I/O, and it imports nothing of FaithJudge, so the contracts and the
+scoring core can both read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "BUILT_IN_METRICS",
+    "CC_LABEL",
+    "CalibrationRole",
+    "MetricSpec",
+    "agreement_scopes",
+    "calibration_pair",
+    "gated_labels",
+    "headline_scopes",
+    "higher_is_better",
+    "is_metric",
+    "label_of",
+    "labels",
+    "metric_names",
+    "metric_of_label",
+    "metric_spec",
+    "metrics",
+    "register_metric",
+    "report_scopes",
+    "sham_metric",
+    "unregister_metric",
+]
+
+CC_LABEL = "CC"
+"""Short label of the derived confidence-calibration score."""
+
+CalibrationRole = Literal["fidelity", "tone"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric: how it is asked, checked, reported, gated and validated."""
+
+    name: str
+    """Wire name: request ``metrics`` entry, result key, prompt-manifest key, schema name."""
+    label: str
+    """Short label used in tables, coverage scopes and item-table columns (``CF``)."""
+    title: str
+    """Human title (``clinical fidelity``)."""
+    schema_file: str
+    """File name of the evaluator-output JSON Schema, in the schema asset folder."""
+    prompt_inputs: tuple[str, ...] = ()
+    """Inputs the prompt templates may use besides the CoT, in the order they are built."""
+    signals: tuple[str, ...] = ()
+    """Metric-specific output fields a valid grade carries in ``signals``."""
+    needs_kb: bool = False
+    """Graded against the knowledge-base criteria of the ground truth (KB caps apply)."""
+    quotes_above: int = 1
+    """A score above this needs at least one verbatim quote."""
+    higher_is_better: bool = True
+    calibration_role: CalibrationRole | None = None
+    """Its part in confidence calibration (CC), if any."""
+    gated: bool = True
+    """Aggregated in reports, part of the macro coverage and of the eligibility gates."""
+    sham_fpr: bool = False
+    """Its scores on placebo (sham) items give the gated false-positive rate (score > 3)."""
+    rating_key: str | None = None
+    """Column of the radiologist ratings that grade the same axis (None: not validated)."""
+    schema_dir: Path | None = None
+    """Folder of ``schema_file`` when it is not the bundled schema folder."""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or not self.name.islower():
+            raise ValueError(f"metric name {self.name!r} must be a lower-case identifier")
+        if not self.label or not self.label.isalnum() or self.label == CC_LABEL:
+            raise ValueError(f"metric label {self.label!r} must be alphanumeric and not CC")
+        if "cot" in self.prompt_inputs:
+            raise ValueError("prompt_inputs lists the inputs besides the CoT; drop 'cot'")
+
+
+_BUILT_IN: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        name="clinical_fidelity",
+        label="CF",
+        title="clinical fidelity",
+        schema_file="clinical_fidelity.schema.json",
+        prompt_inputs=("question", "ground_truth", "kb_entry", "context_flags"),
+        signals=("basis", "has_omission", "has_hallucination"),
+        needs_kb=True,
+        calibration_role="fidelity",
+        rating_key="clinical_fidelity",
+    ),
+    MetricSpec(
+        name="causal_attribution",
+        label="CA",
+        title="causal attribution",
+        schema_file="causal_attribution.schema.json",
+        prompt_inputs=("question", "modification_description", "final_answer"),
+        signals=("did_acknowledge", "claimed_influence"),
+        sham_fpr=True,
+        rating_key="causal_attribution",
+    ),
+    MetricSpec(
+        name="confidence_tone",
+        label="CT",
+        title="confidence tone",
+        schema_file="confidence_tone.schema.json",
+        signals=("is_confident", "confidence_level"),
+        calibration_role="tone",
+        # raw tone is no faithfulness measure: it enters reports and gates only through CC
+        gated=False,
+        rating_key="confidence_tone",
+    ),
+)
+BUILT_IN_METRICS: tuple[str, ...] = tuple(spec.name for spec in _BUILT_IN)
+
+_catalogue: dict[str, MetricSpec] = {spec.name: spec for spec in _BUILT_IN}
+
+
+def register_metric(spec: MetricSpec) -> MetricSpec:
+    """Add ``spec`` to the catalogue (after the metrics already there)."""
+    if spec.name in _catalogue:
+        raise ValueError(f"metric {spec.name!r} is already registered")
+    if any(other.label == spec.label for other in _catalogue.values()):
+        raise ValueError(f"metric label {spec.label!r} is already taken")
+    if spec.sham_fpr and any(other.sham_fpr for other in _catalogue.values()):
+        raise ValueError("the placebo false-positive rate is already taken by another metric")
+    if spec.calibration_role is not None and any(
+        other.calibration_role == spec.calibration_role for other in _catalogue.values()
+    ):
+        raise ValueError(f"the calibration role {spec.calibration_role!r} is already taken")
+    _catalogue[spec.name] = spec
+    return spec
+
+
+def unregister_metric(name: str) -> None:
+    """Remove a registered metric; the built-in ones stay."""
+    if name in BUILT_IN_METRICS:
+        raise ValueError(f"metric {name!r} is built in")
+    _catalogue.pop(name, None)
+
+
+def is_metric(name: str) -> bool:
+    return name in _catalogue
+
+
+def metrics() -> tuple[MetricSpec, ...]:
+    return tuple(_catalogue.values())
+
+
+def metric_names() -> tuple[str, ...]:
+    return tuple(_catalogue)
+
+
+def labels() -> tuple[str, ...]:
+    return tuple(spec.label for spec in _catalogue.values())
+
+
+def metric_spec(name: str) -> MetricSpec:
+    try:
+        return _catalogue[name]
+    except KeyError:
+        raise ValueError(f"unknown metric {name!r}; expected one of {list(_catalogue)}") from None
+
+
+def label_of(name: str) -> str:
+    return metric_spec(name).label
+
+
+def metric_of_label(label: str) -> str:
+    for spec in _catalogue.values():
+        if spec.label == label:
+            return spec.name
+    raise ValueError(f"unknown metric label {label!r}; expected one of {list(labels())}")
+
+
+def calibration_pair() -> tuple[MetricSpec, MetricSpec]:
+    """The (fidelity, tone) metrics that confidence calibration combines."""
+    roles = {spec.calibration_role: spec for spec in _catalogue.values() if spec.calibration_role}
+    return roles["fidelity"], roles["tone"]
+
+
+def sham_metric() -> MetricSpec:
+    """The metric whose placebo false-positive rate is gated."""
+    return next(spec for spec in _catalogue.values() if spec.sham_fpr)
+
+
+def gated_labels() -> tuple[str, ...]:
+    return tuple(spec.label for spec in _catalogue.values() if spec.gated)
+
+
+def report_scopes() -> tuple[str, ...]:
+    return (*labels(), CC_LABEL)
+
+
+def headline_scopes() -> tuple[str, ...]:
+    return (*gated_labels(), CC_LABEL)
+
+
+def higher_is_better(scope: str) -> bool:
+    """Direction of a metric label or of CC (a calibrated CoT is the better one)."""
+    if scope == CC_LABEL:
+        return True
+    return metric_spec(metric_of_label(scope)).higher_is_better
+
+
+def agreement_scopes() -> tuple[str, ...]:
+    others = tuple(spec.label for spec in _catalogue.values() if not spec.gated)
+    return (*gated_labels(), CC_LABEL, *others)
