@@ -1,43 +1,19 @@
 """What every ``faithjudge`` command shares: the exit codes, the stderr console, errors, settings.
 
-Exit codes (the same for ``score``, ``submit``, ``report``, ``gate``, ``validate-judge``,
-``audit``, ``serve`` and ``keys``; documented in the README):
-
-====  ==================  ==================================================================
-code  name                meaning
-====  ==================  ==================================================================
-0     OK                  every line got a result and at least one grade was judged
-1     CHECK_FAILED        ``gate``: a quality or regression check failed
-2     COVERAGE_FAILED     ``gate``: a coverage check failed (typer's own usage errors are
-                          mapped to 3 on ``gate``, so 2 always means coverage there)
-3     UNEVALUABLE         the command could not run: bad option or configuration, missing or
-                          unreadable file, server or evaluator unreachable / refusing us
-4     NOTHING_SCORED      it ran, but not one grade was judged: empty input, no readable
-                          line, every evaluator call failed, every batch line rejected
-5     STOPPED             the run stopped early (Ctrl-C, a wait that timed out, a batch that
-                          was cancelled); what was written so far is kept and resumable
-====  ==================  ==================================================================
+Exit codes: ``service.exit_codes.ExitCode`` (the table is there and in the README).
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from service.exit_codes import ExitCode
+
 __all__ = ["ExitCode", "err", "exit_with", "fail", "settings_from"]
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    CHECK_FAILED = 1
-    COVERAGE_FAILED = 2
-    UNEVALUABLE = 3
-    NOTHING_SCORED = 4
-    STOPPED = 5
 
 
 # Everything but machine-readable output (batch ids, Markdown reports) goes to stderr. Messages

@@ -25,6 +25,7 @@ from clients.sidecar.generate import (
     read_pool,
 )
 from service.errors import FaithJudgeError
+from service.exit_codes import ExitCode
 from service.progress import progress_bar
 from service.runtime import run_async
 from service.scorefile import count_lines
@@ -38,7 +39,6 @@ app = typer.Typer(
     add_completion=False,
 )
 _err = Console(stderr=True)
-EXIT_UNEVALUABLE = 3
 
 BackendOpt = Annotated[str, typer.Option(help=f"One of {', '.join(BACKENDS)}.")]
 ModelOpt = Annotated[str, typer.Option(help="Model folder or hub name, or the served model.")]
@@ -158,7 +158,7 @@ def generate(
         )
     except FaithJudgeError as exc:
         _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise typer.Exit(ExitCode.UNEVALUABLE) from None
     _print_summary(summary, output)
     if submit is not None:
         _submit(submit, submit_api_key, output)
@@ -218,7 +218,7 @@ def _submit(url: str, api_key: str | None, output: Path) -> None:
             accepted = client.submit(output, name=output.stem)
     except ClientFailure as exc:
         _err.print(f"[red]submit failed:[/red] {exc}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise typer.Exit(ExitCode.UNEVALUABLE) from None
     rejected = len(accepted.rejected)
     _err.print(
         f"submitted batch {accepted.id}: {accepted.accepted} lines accepted, {rejected} rejected"
@@ -275,7 +275,7 @@ def serve(
         vlm = make_backend(config)
     except (FaithJudgeError, OSError) as exc:
         _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_UNEVALUABLE) from None
+        raise typer.Exit(ExitCode.UNEVALUABLE) from None
     generator = Generator(vlm, options, images_root=images, pool=candidates)
     uvicorn.run(create_app(generator), host=host, port=port, log_level="info")
 

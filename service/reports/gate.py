@@ -50,15 +50,12 @@ import pandas as pd
 from service.agreement.coverage import GateThresholds, gated_scopes
 from service.catalogue import headline_scopes, higher_is_better, labels
 from service.errors import FaithJudgeError
+from service.exit_codes import ExitCode
 from service.reports.coverage import run_gates
 from service.reports.report import Report
 from service.scoring.outcomes import JUDGED
 
 __all__ = [
-    "EXIT_COVERAGE",
-    "EXIT_PASS",
-    "EXIT_QUALITY",
-    "EXIT_UNEVALUABLE",
     "Check",
     "GateConfig",
     "GateConfigError",
@@ -69,8 +66,6 @@ __all__ = [
     "regression_tolerance",
     "unevaluable_reason",
 ]
-
-EXIT_PASS, EXIT_QUALITY, EXIT_COVERAGE, EXIT_UNEVALUABLE = 0, 1, 2, 3
 
 
 def _quality_keys() -> dict[str, str]:
@@ -279,7 +274,7 @@ def evaluate(report: Report, config: GateConfig) -> list[Check]:
     return checks
 
 
-def exit_code(checks: list[Check]) -> int:
+def exit_code(checks: list[Check]) -> ExitCode:
     """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0.
 
     A check that could not be evaluated (no items for it) fails as well: a gate must not pass
@@ -287,10 +282,10 @@ def exit_code(checks: list[Check]) -> int:
     """
     failed = {c.kind for c in checks if c.passed is not True and not _skippable(c)}
     if "coverage" in failed:
-        return EXIT_COVERAGE
+        return ExitCode.COVERAGE_FAILED
     if failed & {"quality", "regression"}:
-        return EXIT_QUALITY
-    return EXIT_PASS
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
 
 
 def _skippable(check: Check) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.contracts import ItemResult
+from service.exit_codes import ExitCode
 from service.reports import gate as g
 from service.reports.junit import junit_xml
 from service.reports.report import build_report
@@ -48,9 +49,9 @@ def test_quality_pass_and_fail() -> None:
     report = _report()
     ok = g.evaluate(report, g.parse_config({"quality": {"min_cf": 60.0, "max_flip_rate": 40}}))
     assert [c.passed for c in ok] == [True, True]
-    assert g.exit_code(ok) == g.EXIT_PASS
+    assert g.exit_code(ok) == ExitCode.OK
     bad = g.evaluate(report, g.parse_config({"quality": {"min_cf": 70.0}}))
-    assert g.exit_code(bad) == g.EXIT_QUALITY
+    assert g.exit_code(bad) == ExitCode.CHECK_FAILED
     assert bad[0].value == pytest.approx(62.5)
 
 
@@ -63,14 +64,14 @@ def test_coverage_fails_on_upper_bound_and_wins_over_quality() -> None:
     invalid = next(c for c in checks if c.name == "invalid [CA]")
     # point 20% is within 25%, but the bootstrap upper bound of 5 items is not
     assert invalid.passed is False and invalid.value > 25.0
-    assert g.exit_code(checks) == g.EXIT_COVERAGE
+    assert g.exit_code(checks) == ExitCode.COVERAGE_FAILED
 
 
 def test_no_sham_items_is_not_a_failure() -> None:
     lines = [x for x in fixture_lines() if x["modification"]["code"] != "SHAM"]
     checks = g.evaluate(_report(lines), g.parse_config({"coverage": {"max_fpr_sham": 5.0}}))
     assert checks[0].passed is None
-    assert g.exit_code(checks) == g.EXIT_PASS
+    assert g.exit_code(checks) == ExitCode.OK
 
 
 def test_unevaluable_reason() -> None:
