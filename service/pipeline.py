@@ -234,7 +234,7 @@ class Scorer:
 
         kb_entry, kb_criteria, kb_failure = None, None, None
         if any(metric_spec(m).needs_kb for m in request.metrics):
-            kb_entry, kb_criteria, kb_failure = self._kb_criteria(request)
+            kb_entry, kb_criteria, kb_failure = self._kb_criteria(request, spec)
         return _Prepared(
             spec=spec,
             modification=modification,
@@ -248,7 +248,7 @@ class Scorer:
         )
 
     def _kb_criteria(
-        self, request: ScoreRequest
+        self, request: ScoreRequest, spec: QuestionSpec
     ) -> tuple[KBEntry | None, KBAnswer | None, str | None]:
         entry = request.kb_entry
         try:
@@ -256,7 +256,10 @@ class Scorer:
                 if self._kb is None:
                     return None, None, "no knowledge base is loaded and the request has no kb_entry"
                 entry = self._kb.lookup(request.question)
-            return entry, entry_for_answer(entry, request.ground_truth), None
+            # the ground truth as the question's options spell it ("Correctly-positioned." ->
+            # "correctly positioned"), falling back to the text as given
+            truth = normalize_answer(request.ground_truth, spec) or request.ground_truth
+            return entry, entry_for_answer(entry, truth), None
         except UserInputError as exc:  # UnknownQuestionError included
             return entry, None, str(exc)
 

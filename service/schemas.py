@@ -58,7 +58,7 @@ __all__ = [
     "schemas_sha256",
 ]
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 """Version of the whole schema set; also the second-to-last segment of every file's ``$id``."""
 
 # The shipped files; the output schema of a metric registered at run time is found through

@@ -172,7 +172,13 @@ def _json_answer(text: str) -> str | None:
             data = json.loads(text[start : end + 1])
         except ValueError:
             return None
-    return _as_text(_find_key(data))
+    found = _as_text(_find_key(data))
+    if found is None and isinstance(data, dict) and len(data) == 1:
+        # {"severity_of_effusion": "none"}: a reply whose one field is the answer, however named
+        (only,) = data.values()
+        if isinstance(only, str):
+            found = only.strip() or None
+    return found
 
 
 def _tag_answer(text: str) -> str | None:

@@ -55,7 +55,7 @@ Offset = Annotated[int, Field(ge=0)]
 # Offsets may be null ("unknown"): spans are advisory and never decide a verdict.
 Span = Annotated[list[Offset | None], Field(min_length=2, max_length=2)]
 
-_SCHEMA_BASE = "https://faithjudge.invalid/schemas/1.0/"
+_SCHEMA_BASE = "https://faithjudge.invalid/schemas/1.1/"
 # "" is accepted next to null as "no reason" while not abstaining (real judges write it often);
 # an abstaining output needs one of the named reasons.
 CFAbstainReason = Literal[

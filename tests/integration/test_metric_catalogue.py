@@ -38,7 +38,7 @@ _HEDGES = re.compile(r"\b(?:may|might|possibly|probably|likely|suggests?)\b", re
 
 _SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://faithjudge.invalid/schemas/1.0/hedging.schema.json",
+    "$id": "https://faithjudge.invalid/schemas/1.1/hedging.schema.json",
     "type": "object",
     "additionalProperties": False,
     "required": ["abstain", "abstain_reason", "score", "quotes", "quote_spans", "rationale",

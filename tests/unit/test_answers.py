@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,7 +140,7 @@ def test_unknown_question_type_is_rejected() -> None:
         ('{"think": "a", "answer": "too low", "think2": "unterminated', "too low"),
         ('{"answer": "a \\"quoted\\" word"', 'a "quoted" word'),
         ('{"answer": true}', "yes"),
-        ('{"severity_of_effusion": "none"}', None),
+        ('{"severity_of_effusion": "none"}', "none"),  # one field: it is the answer
         ("Reasoning here.\nAnswer: yes", "yes"),
         ("Some steps.\nFinal answer: left", "left"),
         ("Some steps.\n**Final Answer:** massively enlarged", "massively enlarged"),
@@ -351,3 +353,28 @@ def test_question_type_ordinal_without_options() -> None:
 )
 def test_is_correct(question: str, answer: str | None, truth: str, expected: bool) -> None:
     assert is_correct(answer, truth, parse_question(question)) is expected
+
+
+def test_a_json_reply_whose_one_field_is_the_answer_is_read() -> None:
+    assert extract_answer('{"severity_of_effusion": "none"}') == "none"
+    assert extract_answer('{"a": "x", "b": "y"}') is None  # two fields: no guess
+
+
+def test_a_ground_truth_spelled_otherwise_still_finds_its_kb_entry(tmp_path: Path) -> None:
+    import anyio
+
+    from service.contracts import ScoreRequest
+    from service.knowledge import load_knowledge_base
+    from service.runtime import open_scorer
+    from service.settings import Settings
+
+    kb = load_knowledge_base("cxr_vqa")
+    question = next(q for q in kb.questions if "correctly positioned" in q)
+
+    async def run() -> str | None:
+        async with open_scorer(Settings(cache=False, data_dir=tmp_path)) as scorer:
+            request = ScoreRequest(question=question, ground_truth="Correctly-positioned.", cot="x")
+            failure = (await scorer.score(request)).metrics["clinical_fidelity"].failure
+            return failure.stage if failure is not None else None
+
+    assert anyio.run(run) != "kb"  # the KB entry is found: graded, not a kb failure
