@@ -32,6 +32,7 @@ __all__ = [
     "TauResult",
     "bootstrap_ratio_samples",
     "bootstrap_tau_b",
+    "bootstrap_tau_b_samples",
     "kendall_tau_b",
     "multiplicities",
     "percentile_interval",
@@ -152,6 +153,35 @@ class BootstrapTau:
     degenerate: int
 
 
+def bootstrap_tau_b_samples(
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
+    *,
+    B: int = DEFAULT_BOOTSTRAP,
+    rng: np.random.Generator,
+) -> FloatArray:
+    """Tau-b of ``B`` resamples of the items (with replacement); NaN where it is undefined
+    (a resample constant in x or y, or fewer than two items).
+
+    Raises:
+        ValueError: ``B`` < 1, or x and y differ in length.
+    """
+    if B < 1:
+        raise ValueError(f"B must be >= 1, got {B}")
+    xs, ys = _as_float(x), _as_float(y)
+    if xs.shape != ys.shape:
+        raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
+    n = int(xs.size)
+    taus = np.full(B, np.nan)
+    if n < 2:
+        return taus
+    for start in range(0, B, _CHUNK):
+        size = min(_CHUNK, B - start)
+        counts = multiplicities(resample_indices(n, size, rng))
+        taus[start : start + size] = tau_b_from_counts(xs, ys, counts)
+    return taus
+
+
 def bootstrap_tau_b(
     x: npt.ArrayLike,
     y: npt.ArrayLike,
@@ -167,21 +197,9 @@ def bootstrap_tau_b(
     Raises:
         ValueError: ``B`` < 1, or x and y differ in length.
     """
-    if B < 1:
-        raise ValueError(f"B must be >= 1, got {B}")
-    xs, ys = _as_float(x), _as_float(y)
-    if xs.shape != ys.shape:
-        raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
-    n = int(xs.size)
-    if n < 2:
-        return BootstrapTau(low=None, high=None, resamples=B, degenerate=B)
-    taus = np.empty(B)
-    for start in range(0, B, _CHUNK):
-        size = min(_CHUNK, B - start)
-        counts = multiplicities(resample_indices(n, size, rng))
-        taus[start : start + size] = tau_b_from_counts(xs, ys, counts)
-    interval = percentile_interval(taus, level)
+    taus = bootstrap_tau_b_samples(x, y, B=B, rng=rng)
     degenerate = int(np.count_nonzero(~np.isfinite(taus)))
+    interval = percentile_interval(taus, level)
     if interval is None:
         return BootstrapTau(low=None, high=None, resamples=B, degenerate=degenerate)
     return BootstrapTau(low=interval[0], high=interval[1], resamples=B, degenerate=degenerate)

@@ -69,10 +69,12 @@ __all__ = [
     "Screening",
     "TauEstimate",
     "ValidationReport",
+    "axis_pairs",
     "fit_cc_scale",
     "human_ceiling",
     "screen",
     "stratified_split",
+    "tau_rng_label",
     "validate_judge",
 ]
 
@@ -101,6 +103,40 @@ def _judge_values(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
     return out
 
 
+def _pairs(
+    label: str, values: pd.Series, valid: pd.Series, consensus: Consensus
+) -> tuple[pd.Series, pd.Series, np.ndarray, np.ndarray]:
+    """The rated and the used items of one axis, and the (judge, consensus) pairs tau-b
+    compares: items with a consensus value and a valid judge grade."""
+    axis = {scope: axis for axis, scope in axis_labels().items()}[label]
+    h = (
+        consensus.scores[axis].reindex(values.index)
+        if axis in consensus.scores
+        else pd.Series(np.nan, index=values.index)
+    )
+    rated = h.notna()
+    used = rated & valid & values.notna()
+    return rated, used, values[used].to_numpy(), h[used].to_numpy(dtype=np.float64)
+
+
+def axis_pairs(
+    ratings: pd.DataFrame, results: pd.DataFrame, label: str, *, params: CalibrationParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """(judge score, consensus) of the items of ``ratings`` (one split) where the judge's
+    ``label`` grade (CF, CA, CC or CT) is valid: the pairs ``validate_judge`` compares."""
+    consensus = build_consensus(ratings, params=params)
+    items = sorted(str(i) for i in ratings["item_id"].unique())
+    outcomes = axis_outcomes(results, items)
+    values = _judge_values(results, items)
+    _, _, x, y = _pairs(label, values[label], outcomes[label] == "valid", consensus)
+    return x, y
+
+
+def tau_rng_label(judge: str, axis: str) -> str:
+    """The label of the seeded generator behind a judge's tau-b CI on one axis."""
+    return f"tau:{judge}:{axis}"
+
+
 def _axis_agreement(
     label: str,
     values: pd.Series,
@@ -112,19 +148,12 @@ def _axis_agreement(
     name: str,
 ) -> AxisAgreement:
     axis = {scope: axis for axis, scope in axis_labels().items()}[label]
-    h = (
-        consensus.scores[axis].reindex(values.index)
-        if axis in consensus.scores
-        else pd.Series(np.nan, index=values.index)
-    )
-    rated = h.notna()
-    used = rated & valid & values.notna()
-    x, y = values[used].to_numpy(), h[used].to_numpy(dtype=np.float64)
+    rated, used, x, y = _pairs(label, values, valid, consensus)
     point = kendall_tau_b(x, y)
     ci_low = ci_high = None
     degenerate = 0
     if point.tau is not None:
-        ci = bootstrap_tau_b(x, y, B=B, rng=rng_for(seed, f"tau:{name}:{label}"))
+        ci = bootstrap_tau_b(x, y, B=B, rng=rng_for(seed, tau_rng_label(name, label)))
         ci_low, ci_high, degenerate = ci.low, ci.high, ci.degenerate
     per_rater: dict[str, TauEstimate] = {}
     usable = valid & values.notna()

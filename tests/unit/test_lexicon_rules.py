@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import pytest
 
 from service.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
@@ -176,6 +179,46 @@ def test_pseudo_negation_does_not_negate() -> None:
     assert out["hallucinations"] == ["left pleural effusion"]
 
 
+UNCERTAIN_LEFT = {
+    "must_all": [
+        {"term": "possible left pleural effusion", "synonyms": []},
+        {"term": "left pleural effusion cannot be excluded", "synonyms": []},
+        {"term": "left pleural effusion", "synonyms": []},
+    ],
+    "at_least_k_of": [],
+    "forbidden": [{"term": "definite left pleural effusion", "synonyms": []}],
+    "caps": [],
+}
+
+
+@pytest.mark.parametrize(
+    "cot",
+    [
+        "A left pleural effusion cannot be excluded.",
+        "Possible small left pleural effusion.",
+        "There is a questionable left pleural effusion.",
+        "A left pleural effusion is suspected.",
+        "There may be a left pleural effusion.",
+    ],
+)
+def test_an_uncertain_mention_states_uncertain_and_plain_concepts(cot: str) -> None:
+    # both uncertain wordings and the plain concept; never the certain one
+    out = cf(cot, UNCERTAIN_LEFT)
+    assert out["omissions"] == [] and out["hallucinations"] == [], cot
+    assert cf(cot, NO_LEFT_EFFUSION)["omissions"] == ["no left pleural effusion"]  # not absent
+
+
+def test_a_certain_mention_states_certain_and_plain_concepts() -> None:
+    out = cf("There is a small left pleural effusion.", UNCERTAIN_LEFT)
+    assert out["hallucinations"] == ["definite left pleural effusion"]
+    assert out["omissions"] == [
+        "possible left pleural effusion",
+        "left pleural effusion cannot be excluded",
+    ]
+    negated = cf("No definite left pleural effusion.", UNCERTAIN_LEFT)
+    assert negated["hallucinations"] == []
+
+
 def test_laterality_left_never_satisfies_right() -> None:
     right = {**LEFT_EFFUSION, "at_least_k_of": [], "forbidden": []}
     out = cf("There is a right pleural effusion.", right)
@@ -323,3 +366,14 @@ def test_assertive_cot_scores_high() -> None:
 
 def test_negated_hedge_is_confidence() -> None:
     assert ct("There is no doubt: a left effusion is present.")["score"] >= 4
+
+
+def test_a_long_argument_is_one_grade_more_confident() -> None:
+    plain = dataclasses.replace(LEX, elaboration_sentences=10**6)
+    step = "The left costophrenic angle may be blunted. The right angle is sharp. "
+    at_length = step * (LEX.elaboration_sentences // 2)
+    assert len(sentences(at_length)) == LEX.elaboration_sentences
+    base = confidence_tone(plain, at_length, {})["score"]
+    assert base < 5 and ct(at_length)["score"] == base + 1
+    shorter = step * (LEX.elaboration_sentences // 2 - 1)
+    assert ct(shorter)["score"] == confidence_tone(plain, shorter, {})["score"]

@@ -16,7 +16,11 @@ from typing import Any
 
 from service.scoring.lexicon.attribution import causal_attribution, channel_of, influence_blocks
 from service.scoring.lexicon.compiled import Lexicon, compile_lexicon
-from service.scoring.lexicon.fidelity import clinical_fidelity, finding_statements
+from service.scoring.lexicon.fidelity import (
+    clinical_fidelity,
+    concept_credits,
+    finding_statements,
+)
 from service.scoring.lexicon.negation import is_hypothetical, is_negated
 from service.scoring.lexicon.text import (
     PhraseIndex,
@@ -41,6 +45,7 @@ __all__ = [
     "clear_memos",
     "clinical_fidelity",
     "compile_lexicon",
+    "concept_credits",
     "confidence_tone",
     "finding_statements",
     "influence_blocks",
@@ -55,7 +60,7 @@ __all__ = [
     "unregister_rule",
 ]
 
-RULES_VERSION = "lexicon_rules/2"
+RULES_VERSION = "lexicon_rules/3"
 
 Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
 

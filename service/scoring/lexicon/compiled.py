@@ -48,6 +48,10 @@ class Lexicon:
     post: PhraseIndex
     pseudo: PhraseIndex
     terminators: PhraseIndex
+    uncertain_pre: PhraseIndex
+    uncertain_post: PhraseIndex
+    uncertainty_scope: int
+    certainty: PhraseIndex
     findings: PhraseIndex
     finding_keys: tuple[tuple[str, ...], ...]  # each finding phrase, equivalents applied
     fidelity: FidelityParams
@@ -58,6 +62,7 @@ class Lexicon:
     boosters: PhraseIndex
     assertives: PhraseIndex
     assertive_weight: float
+    elaboration_sentences: int
     channel_markers: dict[str, PhraseIndex]
     cues: dict[str, PhraseIndex]
     allusions: PhraseIndex
@@ -139,6 +144,10 @@ def compile_lexicon(data: Mapping[str, Mapping[str, Any]]) -> Lexicon:
         post=idx(neg["post_triggers"], "negation.post_triggers"),
         pseudo=idx(neg["pseudo_triggers"], "negation.pseudo_triggers"),
         terminators=idx(neg["terminators"], "negation.terminators"),
+        uncertain_pre=idx(neg["uncertainty_pre_triggers"], "negation.uncertainty_pre_triggers"),
+        uncertain_post=idx(neg["uncertainty_post_triggers"], "negation.uncertainty_post_triggers"),
+        uncertainty_scope=int(neg["uncertainty_scope"]),
+        certainty=idx(neg["certainty_markers"], "negation.certainty_markers"),
         findings=idx(findings["findings"], "findings.findings"),
         finding_keys=tuple(
             tuple(equivalents.get(t, t) for t in tokenize(phrase))
@@ -152,6 +161,7 @@ def compile_lexicon(data: Mapping[str, Mapping[str, Any]]) -> Lexicon:
         boosters=idx(tone["boosters"], "tone.boosters"),
         assertives=idx(tone["assertives"], "tone.assertives"),
         assertive_weight=float(tone["assertive_weight"]),
+        elaboration_sentences=int(tone["elaboration_sentences"]),
         channel_markers={
             k: idx(v, f"cues.channel_markers.{k}") for k, v in cues["channel_markers"].items()
         },

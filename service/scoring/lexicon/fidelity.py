@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.scoring.lexicon.compiled import Lexicon
-from service.scoring.lexicon.negation import is_hypothetical, is_negated
+from service.scoring.lexicon.negation import is_hypothetical, is_negated, is_uncertain
 from service.scoring.lexicon.text import Sentence, is_placeholder, sentences, tokenize
 from service.scoring.lexicon.verdict import abstain, verdict
 
-__all__ = ["clinical_fidelity", "finding_statements"]
+__all__ = ["clinical_fidelity", "concept_credits", "finding_statements"]
 
 _MEMO_MAX = 1 << 13
 _EPS = 1e-9  # 0.3 + 0.35 must reach a 0.65 threshold despite binary floating point
@@ -40,6 +40,8 @@ class _Phrase:
 
     stems: frozenset[str]
     negative: bool
+    uncertain: bool  # written as uncertain ("possible ...", "... cannot be excluded")
+    certain: bool  # written as certain ("definite ..."): an uncertain mention does not state it
     sides: tuple[str, ...]  # order of first "left"/"right" in the phrase
     comparative: bool  # holds the comparison class word ("more", "larger", "than")
     bilateral: bool  # names both sides without a side word ("either lung", "bilateral")
@@ -74,7 +76,20 @@ def _phrase(text: str, lex: Lexicon) -> _Phrase:
 def _compile_phrase(text: str, lex: Lexicon) -> _Phrase:
     raw = tokenize(text)
     lead = lex.pre.leading(raw)
-    tokens = _canonical(lex, raw[lead:])
+    end = len(raw)
+    uncertain = False
+    certain = False
+    if not lead:
+        lead = lex.uncertain_pre.leading(raw)
+        tail = [a for a, b, _ in lex.uncertain_post.find(raw) if b == end and a > 0]
+        end = min(tail, default=end)
+        uncertain = bool(lead) or end < len(raw)
+        if not uncertain:
+            lead = lex.certainty.leading(raw)
+            certain = lead > 0
+        if lead >= end:  # the phrase is nothing but its qualifier
+            lead, end, uncertain, certain = 0, len(raw), False, False
+    tokens = _canonical(lex, raw[lead:end])
     sides = tuple(dict.fromkeys(lex.side_stems[s] for s in tokens if s in lex.side_stems))
     content = frozenset(
         s for s in tokens if s not in lex.stopwords and s not in lex.side_stems
@@ -83,7 +98,10 @@ def _compile_phrase(text: str, lex: Lexicon) -> _Phrase:
         content = content - lex.comparison_fillers or content
     bilateral = not sides and not lex.bilateral.isdisjoint(raw)
     words = frozenset().union(*(lex.variants.get(s, (s,)) for s in content))
-    return _Phrase(content, lead > 0, sides, lex.comparison in content, bilateral, words)
+    negative = lead > 0 and not (uncertain or certain)
+    return _Phrase(
+        content, negative, uncertain, certain, sides, lex.comparison in content, bilateral, words
+    )
 
 
 def _patient_sides(stems: Sequence[str], lex: Lexicon) -> _Sides:
@@ -190,6 +208,14 @@ def _phrase_credit(phrase: _Phrase, clause: _Clause, lex: Lexicon) -> float:
     negated = is_negated(lex, raw, window, skip=skip)
     if negated != phrase.negative:
         return 0.0
+    if (
+        (phrase.uncertain or phrase.certain)
+        and not negated
+        and is_uncertain(lex, raw, window, skip=skip) != phrase.uncertain
+    ):
+        # "possible effusion" states "possible ..." but not "definite ..." (a plain concept
+        # is stated either way)
+        return 0.0
     if not negated and is_hypothetical(lex, raw, window[0], window[1]):
         # The question restated, a plan or a textbook criterion states no finding; a search
         # that reports an absence ("looked for a catheter and found none") does.
@@ -270,6 +296,13 @@ class _Reading:
                     if best == 1.0:
                         return best, where
         return best, where
+
+
+def concept_credits(lex: Lexicon, cot: str, concepts: Sequence[Mapping[str, Any]]) -> list[float]:
+    """The credit each KB concept earns in ``cot`` (1 stated, 0.5 partly, 0 not), read exactly
+    as CF reads the criteria: which concepts a CoT states, for checking a KB's wording."""
+    reading = _Reading(lex, sentences(cot))
+    return [reading.credit(concept, lex)[0] for concept in concepts]
 
 
 def finding_statements(lex: Lexicon, sents: Sequence[Sentence]) -> tuple[list[Sentence], int]:

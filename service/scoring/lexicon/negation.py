@@ -1,4 +1,5 @@
-"""NegEx-style negation scope and ConText-style hypothetical mentions over sentence stems."""
+"""NegEx-style negation and uncertainty scope and ConText-style hypothetical mentions over
+sentence stems."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 
 from service.scoring.lexicon.compiled import Lexicon
 
-__all__ = ["is_hypothetical", "is_negated"]
+__all__ = ["is_hypothetical", "is_negated", "is_uncertain"]
 
 
 def is_negated(
@@ -25,7 +26,6 @@ def is_negated(
     trigger; ``skip`` names positions that belong to the concept itself.
     """
     reach = lex.scope if scope is None else scope
-    ws, we = window
     pre = lex.pre.find(stems)
     post = lex.post.find(stems)
     if not pre and not post:
@@ -33,6 +33,33 @@ def is_negated(
     masked = lex.pseudo.covers(stems)
     if skip:
         masked |= skip
+    return _in_scope(lex, stems, pre, post, window, reach, masked)
+
+
+def is_uncertain(
+    lex: Lexicon, stems: Sequence[str], window: tuple[int, int], *, skip: set[int] | None = None
+) -> bool:
+    """ConText's possible existence: is the mention at ``window`` in the scope of an
+    uncertainty trigger ("possible", "questionable", "cannot exclude" before it; "is
+    suspected", "cannot be excluded" after it)? Same scope rules as ``is_negated``, within
+    ``uncertainty_scope`` words."""
+    pre = lex.uncertain_pre.find(stems)
+    post = lex.uncertain_post.find(stems)
+    if not pre and not post:
+        return False
+    return _in_scope(lex, stems, pre, post, window, lex.uncertainty_scope, skip or set())
+
+
+def _in_scope(
+    lex: Lexicon,
+    stems: Sequence[str],
+    pre: Sequence[tuple[int, int, int]],
+    post: Sequence[tuple[int, int, int]],
+    window: tuple[int, int],
+    reach: int,
+    masked: set[int],
+) -> bool:
+    ws, we = window
     stops = [a for a, _, _ in lex.terminators.find(stems)]
     for a, b, _ in pre:
         if a in masked or not ws - reach <= a < we:

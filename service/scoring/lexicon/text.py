@@ -58,8 +58,14 @@ def stem(word: str) -> str:
     return _STEMS[word]
 
 
+# Words the suffix rules would turn into another word: "noted" is not "not".
+_IRREGULAR = {"noted": "note"}
+
+
 def _stem(word: str) -> str:
     w = word.lower().replace("\u2019", "'")
+    if w in _IRREGULAR:
+        return _IRREGULAR[w]
     if w.endswith("'s"):
         w = w[:-2]
     n = len(w)

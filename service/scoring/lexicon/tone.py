@@ -1,6 +1,7 @@
 """Confidence tone (CT): hedges and explicit uncertainty against boosters and assertive verbs,
-as a density per sentence, mapped onto the rubric (1 very uncertain ... 5 extremely confident).
-Judged on the wording only, never on correctness."""
+as a density per sentence, mapped onto the rubric (1 very uncertain ... 5 extremely confident),
+one grade up for a long step-by-step argument. Judged on the wording only, never on
+correctness."""
 
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ def confidence_tone(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[s
         boost += b
         per_sentence.append((h, b, sent))
     score = _ct_score(hedge / max(1, len(sents)), boost / max(1, len(sents)))
+    if len(sents) >= lex.elaboration_sentences:
+        # A long step-by-step argument is heard as committed: on the reader study the
+        # radiologists rated long CoTs more confident than their hedge density says.
+        score = min(5, score + 1)
     if score <= 3:
         ranked = sorted(per_sentence, key=lambda r: (-r[0], r[1], r[2].start))
         why = "[0] is the most hedged sentence"
