@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from service.contracts import ScoreRequest
 from service.errors import ConfigError
@@ -25,7 +25,9 @@ from service.pipeline import Scorer
 from service.scorefile import parse_line
 from service.settings import Settings
 from service.transport.batch import (
+    BatchLedger,
     BatchRunner,
+    Ledger,
     PollPolicy,
     ProgressFn,
     import_output_lines,
@@ -33,15 +35,14 @@ from service.transport.batch import (
 )
 from service.transport.cache import ResponseCache, cache_key
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
     "BatchReport",
     "CollectStats",
+    "batch_runner",
     "collect_requests",
     "export_requests",
     "import_responses",
+    "keyed_requests",
     "run_batches",
 ]
 
@@ -63,32 +64,41 @@ def _requests(source: Path) -> Iterator[ScoreRequest]:
                     yield parsed
 
 
+def keyed_requests(
+    scorer: Scorer, requests: Iterable[ScoreRequest]
+) -> Iterator[tuple[str, JudgeRequest]]:
+    """(cache key, judge request) of every cacheable judge request of ``requests``."""
+    evaluator = scorer.caller.evaluator
+    for item in requests:
+        for request in scorer.judge_requests(item):
+            material = evaluator.cache_key_material(request)
+            if material is not None:
+                yield cache_key(material), request
+
+
 def collect_requests(
     scorer: Scorer,
     body_of: Callable[[JudgeRequest], Mapping[str, Any]],
-    source: Path,
-    stage: Callable[[str, bytes], Any],
+    requests: Iterable[ScoreRequest],
     *,
     skip: Callable[[str], str | None],
     stats: CollectStats,
-) -> None:
-    """Call ``stage(key, line)`` for each request of ``source`` that ``skip(key)`` keeps."""
-    evaluator = scorer.caller.evaluator
-    for item in _requests(source):
-        for request in scorer.judge_requests(item):
-            material = evaluator.cache_key_material(request)
-            if material is None:
-                continue
-            stats.requests += 1
-            key = cache_key(material)
-            reason = skip(key)
-            if reason == "cached":
-                stats.cached += 1
-            elif reason:
-                stats.in_ledger += 1
-            else:
-                stats.staged += 1
-                stage(key, request_line(key, body_of(request)))
+) -> Iterator[tuple[str, bytes]]:
+    """(key, Batch API line) of each judge request of ``requests`` that ``skip(key)`` keeps.
+
+    ``skip`` answers ``"cached"``, another reason, or None to keep; it is asked lazily, so it
+    may look at what the caller staged so far.
+    """
+    for key, request in keyed_requests(scorer, requests):
+        stats.requests += 1
+        reason = skip(key)
+        if reason == "cached":
+            stats.cached += 1
+        elif reason:
+            stats.in_ledger += 1
+        else:
+            stats.staged += 1
+            yield key, request_line(key, body_of(request))
 
 
 @dataclass(slots=True)
@@ -121,27 +131,35 @@ class BatchReport:
         return self.live_cost - self.batch_cost
 
 
-def _batch_evaluator(scorer: Scorer) -> OpenAIBatchEvaluator:
+def _batch_evaluator(scorer: Scorer, *, needs_cache: bool) -> OpenAIBatchEvaluator:
     evaluator = scorer.caller.evaluator
     if not isinstance(evaluator, OpenAIBatchEvaluator):
         raise ConfigError("the batch route needs an openai-batch:MODEL evaluator")
-    if scorer.caller.cache is None:
+    if needs_cache and scorer.caller.cache is None:
         raise ConfigError(
             "the batch route keeps its answers in the response cache: drop --no-cache"
         )
     return evaluator
 
 
-def _runner(scorer: Scorer, settings: Settings, limits: Mapping[str, Any]) -> BatchRunner:
-    evaluator = _batch_evaluator(scorer)
-    assert scorer.caller.cache is not None
+def batch_runner(
+    scorer: Scorer,
+    settings: Settings,
+    ledger: Ledger,
+    limits: Mapping[str, Any] | None = None,
+) -> BatchRunner:
+    """The runner of the batch route for ``ledger`` (the CLI's file, or a job's in the store).
+
+    The CLI's ledger keeps its answers only in the response cache, a job's keeps them itself.
+    """
+    evaluator = _batch_evaluator(scorer, needs_cache=isinstance(ledger, BatchLedger))
     return BatchRunner(
         evaluator.client,
-        evaluator.ledger,
+        ledger,
         scorer.caller.cache,
         max_retries=settings.max_retries,
         poll=PollPolicy(initial=settings.batch_poll_s, maximum=max(60.0, settings.batch_poll_s)),
-        **limits,
+        **(limits or {}),
     )
 
 
@@ -155,8 +173,8 @@ async def run_batches(
     limits: Mapping[str, Any] | None = None,
 ) -> BatchReport:
     """Stage what ``source`` still needs, then drive every batch to its end (or cancel them)."""
-    evaluator = _batch_evaluator(scorer)
-    runner = _runner(scorer, settings, limits or {})
+    evaluator = _batch_evaluator(scorer, needs_cache=True)
+    runner = batch_runner(scorer, settings, evaluator.ledger, limits)
     report = BatchReport()
     if cancel:
         report.cancelled = await runner.cancel()
@@ -176,10 +194,13 @@ async def run_batches(
 
     wall, cpu = time.perf_counter(), time.process_time()
     try:
-        collect_requests(scorer, evaluator.request_body, source, writer.add, skip=skip, stats=stats)
-        writer.close_part()
+        for key, line in collect_requests(
+            scorer, evaluator.request_body, _requests(source), skip=skip, stats=stats
+        ):
+            await writer.add(key, line)
+        await writer.close_part()
     except BaseException:
-        writer.abort()
+        await writer.abort()
         raise
     report.staging_s = time.perf_counter() - wall
     report.staging_cpu_s = time.process_time() - cpu
@@ -228,9 +249,8 @@ def export_requests(scorer: Scorer, source: Path, sink: IO[bytes]) -> CollectSta
         seen.add(key)
         return None
 
-    collect_requests(
-        scorer, body_of, source, lambda _key, line: sink.write(line), skip=skip, stats=stats
-    )
+    for _key, line in collect_requests(scorer, body_of, _requests(source), skip=skip, stats=stats):
+        sink.write(line)
     return stats
 
 

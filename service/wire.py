@@ -175,6 +175,11 @@ class BatchStatus(_Wire):
     progress: float = Field(ge=0, le=1)
     eta_seconds: float | None = None
     rejected: int = Field(default=0, description="Lines rejected at upload.")
+    detail: str | None = Field(
+        default=None,
+        description="What the service says about the batch: the provider Batch API phase's "
+        "progress and totals on the batch route, or why the batch failed.",
+    )
 
     @property
     def terminal(self) -> bool:

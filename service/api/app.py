@@ -24,7 +24,6 @@ from service.api.keys import KeyRing
 from service.api.metrics import Metrics, MetricsMiddleware
 from service.api.problems import install_handlers
 from service.api.uploads import BodyLimitMiddleware
-from service.errors import ConfigError
 from service.jobs.contract import open_job_store
 from service.jobs.worker import Worker
 from service.runtime import open_scorer
@@ -69,14 +68,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (nothing is opened until the lifespan starts)."""
     from service.api.routes import router  # the endpoints, which import the deps, not the app
-
-    if settings.evaluator.strip().startswith("openai-batch:"):
-        # Its answers come from a batch phase the job worker does not run: refuse, rather than
-        # fail every line as transport.
-        raise ConfigError(
-            "the service cannot score with openai-batch:MODEL; use openai:MODEL here and run "
-            "'faithjudge score --evaluator openai-batch:MODEL' for Batch API runs"
-        )
 
     state = AppState(settings=settings, keys=KeyRing.from_settings(settings), metrics=Metrics())
 

@@ -59,7 +59,8 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         401: "Missing or wrong API key.",
         404: "No such batch for this tenant.",
-        409: "Idempotency-Key reused with a different body.",
+        409: "Idempotency-Key reused with a different body; or, on /v1/score, a service "
+        "that judges through the provider's Batch API.",
         413: "Body, line count or line too large.",
         415: "Unsupported content type.",
         422: "Invalid request.",

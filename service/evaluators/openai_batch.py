@@ -1,16 +1,17 @@
 """The ``openai-batch`` evaluator: the judge as the provider's Batch API route reaches it.
 
-It sends exactly the requests of ``openai:MODEL`` under the same cache keys; the batch phase
-(``service.batchroute``) fills the cache, so a live call happens only for a request that phase
-recorded as failed (its provider status and message become the transport failure) or never
-sent. Its ledger of parts, files and batches lives in the data directory.
+It builds exactly the requests of ``openai:MODEL`` under the same cache keys and never calls
+the provider itself: a batch phase (``service.batchroute`` for the CLI, the job worker's for
+the service) sends them and records the answers, and ``judge`` reads what it recorded. The CLI's
+ledger of parts, files and batches lives in the data directory; the service's in the job store
+(``bind`` points the evaluator there).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from service.errors import EvaluatorError
 from service.evaluators.base import JudgeRequest
@@ -24,7 +25,14 @@ if TYPE_CHECKING:
 
     from service.evaluators.openai import OpenAIEvaluator
 
-__all__ = ["OpenAIBatchEvaluator", "ledger_path", "open_ledger"]
+__all__ = ["AnswerSource", "OpenAIBatchEvaluator", "ledger_path", "open_ledger"]
+
+
+class AnswerSource(Protocol):
+    """Where the batch phase left its answers and its final failures, by cache key."""
+
+    async def answer_of(self, key: str) -> JudgeResponse | None: ...
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
 
 
 def ledger_path(settings: Settings) -> Path:
@@ -34,9 +42,9 @@ def ledger_path(settings: Settings) -> Path:
 class OpenAIBatchEvaluator:
     """The judge as the batch route reaches it: same requests and keys as ``openai:MODEL``.
 
-    ``judge`` is reached only for a request the cache does not answer: the batch phase either
-    recorded it as failed (its provider status and message become the transport failure) or
-    never ran for it.
+    ``judge`` is reached only for a request the response cache does not answer; it returns the
+    answer the batch phase recorded, or its provider status and message as the transport
+    failure, or says the phase never sent the request.
     """
 
     route = "batch"
@@ -44,6 +52,11 @@ class OpenAIBatchEvaluator:
     def __init__(self, inner: OpenAIEvaluator, ledger: BatchLedger) -> None:
         self.inner = inner
         self.ledger = ledger
+        self.answers: AnswerSource = ledger
+
+    def bind(self, answers: AnswerSource) -> None:
+        """Read answers from ``answers`` (the service's job store) instead of the file ledger."""
+        self.answers = answers
 
     @property
     def id(self) -> str:
@@ -71,7 +84,10 @@ class OpenAIBatchEvaluator:
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
         material = self.inner.cache_key_material(request)
         key = cache_key(material) if material is not None else ""
-        failure = self.ledger.failure_of(key)
+        answer = await self.answers.answer_of(key)
+        if answer is not None:
+            return answer
+        failure = await self.answers.failure_of(key)
         if failure is not None:
             tries, status, message = failure
             raise EvaluatorError(

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from service.errors import FaithJudgeError
+from service.transport.batch import Ledger
+
+if TYPE_CHECKING:
+    from service.transport.base import JudgeResponse
 
 __all__ = [
     "ACTIVE_STATES",
@@ -27,6 +31,7 @@ __all__ = [
     "IdempotencyConflict",
     "JobStore",
     "LineCounts",
+    "ProviderLedger",
     "StoreUnavailable",
     "open_job_store",
 ]
@@ -97,6 +102,30 @@ class DoneLine:
     stages: dict[str, int]
 
 
+class ProviderLedger(Ledger, Protocol):
+    """A job's Batch API ledger in the store: the runner's ``Ledger`` plus staging helpers."""
+
+    async def drop_unsealed(self) -> None:
+        """Forget a part whose staging died half-way (its requests are staged again)."""
+        ...
+
+    async def keys(self) -> set[str]:
+        """Every request key the job's phase already holds."""
+        ...
+
+    async def settled(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` that any job's phase answered or failed for good."""
+        ...
+
+    async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
+        """Answers known without a batch (the response cache), readable by every replica."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """Requests by state (``answered``, ``failed``, ...)."""
+        ...
+
+
 class JobStore(Protocol):
     """Durable batches of request lines, leased to workers and answered once each."""
 
@@ -135,13 +164,37 @@ class JobStore(Protocol):
 
     # workers: lease, renew, release, complete
     async def recover(self) -> None: ...
-    async def active_batch_ids(self, limit: int = 32) -> list[str]: ...
+    async def active_batch_ids(self, limit: int = 32, *, provider_done: bool = False) -> list[str]:
+        """Queued or running jobs, oldest first; with ``provider_done`` only those whose
+        provider phase has ended (what the batch route's workers may score)."""
+        ...
+
     async def claim(
         self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
     ) -> list[ClaimedLine]: ...
     async def renew(self, owner: str, *, lease_s: float) -> None: ...
     async def release(self, owner: str) -> None: ...
     async def complete(self, owner: str, done: Sequence[DoneLine]) -> None: ...
+
+    # the provider phase (``openai-batch``): one process at a time sends a job's judge requests
+    # through the Batch API, under a lease; its ledger and answers live in the store
+    def provider_ledger(self, batch_id: str) -> ProviderLedger: ...
+    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None: ...
+    async def renew_provider_phase(
+        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+    ) -> str:
+        """``held``, ``ended`` (the job is no longer active) or ``taken`` (by another owner)."""
+        ...
+
+    async def end_provider_phase(
+        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+    ) -> None: ...
+    async def fail_batch(self, batch_id: str, detail: str) -> None: ...
+    async def unscored_requests(
+        self, batch_id: str, *, after: int, limit: int
+    ) -> list[tuple[int, int, str]]: ...
+    async def answer_of(self, key: str) -> JudgeResponse | None: ...
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
 
 
 async def open_job_store(url: str, *, schema: str | None = None, migrate: bool = True) -> JobStore:

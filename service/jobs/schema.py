@@ -8,12 +8,14 @@ Per-line outcome columns let the status of a batch be computed with one SQL aggr
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Float,
     ForeignKey,
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     SmallInteger,
     String,
     Table,
@@ -27,6 +29,8 @@ __all__ = [
     "batch_lines",
     "batches",
     "metadata",
+    "provider_parts",
+    "provider_requests",
 ]
 
 metadata = MetaData()
@@ -55,6 +59,11 @@ batches = Table(
     Column("idempotency_key", String(200)),
     Column("body_sha256", String(64)),
     Column("detail", Text),
+    # the provider Batch API phase (openai-batch evaluator): workers score the lines only after
+    # it is done; one process at a time runs it, under a renewed lease
+    Column("provider_done_at", Float),
+    Column("provider_owner", String(64)),
+    Column("provider_lease_until", Float),
     UniqueConstraint("tenant", "idempotency_key", name="uq_fj_batches_idempotency"),
     Index("ix_fj_batches_tenant_created", "tenant", "created_at", "id"),
     Index("ix_fj_batches_status", "status"),
@@ -89,3 +98,51 @@ batch_lines = Table(
     Index("ix_fj_batch_lines_todo", "batch_id", "state", "seq"),
     Index("ix_fj_batch_lines_owner", "owner", "state"),
 )
+
+
+def _job() -> Column[str]:
+    return Column(
+        "batch_id", String(40), ForeignKey("fj_batches.id", ondelete="CASCADE"), nullable=False
+    )
+
+
+provider_parts = Table(
+    "fj_provider_parts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    _job(),
+    Column("lines", Integer, nullable=False, server_default="0"),
+    Column("bytes", BigInteger, nullable=False, server_default="0"),
+    # a part is sealed once all its requests are written; an unsealed one died while staging
+    Column("sealed", SmallInteger, nullable=False, server_default="0"),
+    Column("file_id", String(200)),
+    Column("provider_batch_id", String(200)),
+    Column("state", String(16), nullable=False, server_default="staged"),
+    Column("done", SmallInteger, nullable=False, server_default="0"),
+    Column("completed", Integer, nullable=False, server_default="0"),
+    Column("failed", Integer, nullable=False, server_default="0"),
+    Column("prompt_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("completion_tokens", BigInteger, nullable=False, server_default="0"),
+    Index("ix_fj_provider_parts_job", "batch_id", "done"),
+)
+"""The parts of a job's provider phase: one uploaded file and one provider batch each."""
+
+provider_requests = Table(
+    "fj_provider_requests",
+    metadata,
+    _job(),
+    Column("key", String(64), nullable=False),
+    Column("part", Integer),
+    Column("tries", Integer, nullable=False, server_default="0"),
+    # staged, submitted, retry, answered, failed (``service.transport.batch.Ledger``)
+    Column("state", String(16), nullable=False),
+    Column("status", Integer),
+    Column("error", Text),
+    Column("request", Text),
+    Column("answer", Text),
+    PrimaryKeyConstraint("batch_id", "key"),
+    Index("ix_fj_provider_requests_key", "key", "state"),
+    Index("ix_fj_provider_requests_part", "batch_id", "part", "state"),
+)
+"""Each judge request of a job's provider phase: its Batch API line, and its answer or failure
+(kept here, not only in one process's response cache, so any replica can score the lines)."""

@@ -44,6 +44,7 @@ def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None)
         progress=min(1.0, counts.done / row.total) if row.total else 1.0,
         eta_seconds=_eta(row, counts, pending, now),
         rejected=row.rejected_count,
+        detail=row.detail,
     )
 
 

@@ -50,8 +50,16 @@ from service.jobs.contract import (
     LineCounts,
     StoreUnavailable,
 )
-from service.jobs.schema import STAGE_COLUMNS, STATUS_COLUMNS, batch_lines, batches
+from service.jobs.provider_ledger import JobLedger, answer_from_json
+from service.jobs.schema import (
+    STAGE_COLUMNS,
+    STATUS_COLUMNS,
+    batch_lines,
+    batches,
+    provider_requests,
+)
 from service.private_files import private_file
+from service.transport.base import JudgeResponse
 
 __all__ = ["SqlJobStore", "new_batch_id"]
 
@@ -426,15 +434,18 @@ class SqlJobStore:
                     .where(batch_lines.c.state == LEASED)
                     .values(state=PENDING, owner=None, lease_until=None)
                 )
+                await conn.execute(
+                    update(batches)
+                    .where(batches.c.provider_owner.is_not(None))
+                    .values(provider_owner=None, provider_lease_until=None)
+                )
 
     @_shielded
-    async def active_batch_ids(self, limit: int = 32) -> list[str]:
-        query = (
-            select(batches.c.id)
-            .where(batches.c.status.in_(ACTIVE_STATES))
-            .order_by(batches.c.created_at, batches.c.id)
-            .limit(limit)
-        )
+    async def active_batch_ids(self, limit: int = 32, *, provider_done: bool = False) -> list[str]:
+        query = select(batches.c.id).where(batches.c.status.in_(ACTIVE_STATES))
+        if provider_done:
+            query = query.where(batches.c.provider_done_at.is_not(None))
+        query = query.order_by(batches.c.created_at, batches.c.id).limit(limit)
         async with self._reader.connect() as conn:
             return [r[0] for r in await conn.execute(query)]
 
@@ -506,12 +517,17 @@ class SqlJobStore:
 
     @_shielded
     async def release(self, owner: str) -> None:
-        """Give back every line ``owner`` holds (a clean shutdown)."""
+        """Give back every line and provider phase ``owner`` holds (a clean shutdown)."""
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(batch_lines)
                 .where(batch_lines.c.owner == owner, batch_lines.c.state == LEASED)
                 .values(state=PENDING, owner=None, lease_until=None)
+            )
+            await conn.execute(
+                update(batches)
+                .where(batches.c.provider_owner == owner)
+                .values(provider_owner=None, provider_lease_until=None)
             )
 
     @_shielded
@@ -570,6 +586,151 @@ class SqlJobStore:
                         updated_at=now,
                     )
                 )
+
+    # ------------------------------------------------------------------ the provider phase
+
+    def provider_ledger(self, batch_id: str) -> JobLedger:
+        """The Batch API ledger of job ``batch_id`` (``service.transport.batch.Ledger``)."""
+        return JobLedger(self._writer, self._reader, batch_id)
+
+    @_shielded
+    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None:
+        """Lease the provider phase of the oldest active job that still needs one."""
+        now = time.time()
+        free = or_(batches.c.provider_owner.is_(None), batches.c.provider_lease_until < now)
+        todo = (
+            select(batches.c.id)
+            .where(batches.c.status.in_(ACTIVE_STATES), batches.c.provider_done_at.is_(None), free)
+            .order_by(batches.c.created_at, batches.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        async with self._writer.begin() as conn:
+            batch_id = await conn.scalar(todo)
+            if batch_id is None:
+                return None
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id)
+                .values(
+                    provider_owner=owner,
+                    provider_lease_until=now + lease_s,
+                    status="running",
+                    started_at=func.coalesce(batches.c.started_at, now),
+                    updated_at=now,
+                )
+            )
+        return str(batch_id)
+
+    @_shielded
+    async def renew_provider_phase(
+        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+    ) -> str:
+        """Extend the lease: ``held``; ``ended`` when the job is no longer active (cancelled);
+        ``taken`` when another process holds the phase now."""
+        values: dict[str, Any] = {"provider_lease_until": time.time() + lease_s}
+        if detail is not None:
+            values["detail"] = detail
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                update(batches)
+                .where(
+                    batches.c.id == batch_id,
+                    batches.c.provider_owner == owner,
+                    batches.c.status.in_(ACTIVE_STATES),
+                )
+                .values(values)
+            )
+            if result.rowcount:
+                return "held"
+            status = await conn.scalar(select(batches.c.status).where(batches.c.id == batch_id))
+        return "taken" if status in ACTIVE_STATES else "ended"
+
+    @_shielded
+    async def end_provider_phase(
+        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+    ) -> None:
+        """Give the phase back: ``done`` lets the workers score the lines, else it is retried.
+
+        ``detail`` (shown in the job's status) says how it went.
+        """
+        now = time.time()
+        values: dict[str, Any] = {
+            "provider_owner": None,
+            "provider_lease_until": None,
+            "detail": detail,
+            "updated_at": now,
+        }
+        if done:
+            values["provider_done_at"] = now
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id, batches.c.provider_owner == owner)
+                .values(values)
+            )
+
+    @_shielded
+    async def fail_batch(self, batch_id: str, detail: str) -> None:
+        """End an active job as ``failed`` with the reason, keeping what was scored."""
+        now = time.time()
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES))
+                .values(
+                    status="failed",
+                    detail=detail,
+                    finished_at=now,
+                    updated_at=now,
+                    provider_owner=None,
+                    provider_lease_until=None,
+                )
+            )
+
+    @_shielded
+    async def unscored_requests(
+        self, batch_id: str, *, after: int, limit: int
+    ) -> list[tuple[int, int, str]]:
+        """``(seq, line, request)`` of lines not yet scored with ``seq > after``, in order."""
+        lines = batch_lines.c
+        query = (
+            select(lines.seq, lines.line, lines.request)
+            .where(lines.batch_id == batch_id, lines.seq > after, lines.state != DONE)
+            .order_by(lines.seq)
+            .limit(limit)
+        )
+        async with self._reader.connect() as conn:
+            return [(int(s), int(n), str(r)) for s, n, r in await conn.execute(query)]
+
+    @_shielded
+    async def answer_of(self, key: str) -> JudgeResponse | None:
+        """The provider phase's answer to the judge request ``key``, from any job."""
+        requests = provider_requests.c
+        query = (
+            select(requests.answer)
+            .where(requests.key == key, requests.state == "answered")
+            .limit(1)
+        )
+        async with self._reader.connect() as conn:
+            text_ = await conn.scalar(query)
+        return answer_from_json(text_) if text_ is not None else None
+
+    @_shielded
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
+        """(tries, status, message) of the request ``key`` that failed for good."""
+        requests = provider_requests.c
+        query = (
+            select(requests.tries, requests.status, requests.error)
+            .where(requests.key == key, requests.state == "failed")
+            .order_by(requests.tries.desc())
+            .limit(1)
+        )
+        async with self._reader.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            return None
+        return int(row[0]), row[1], row[2] or "the request failed"
 
 
 # ---------------------------------------------------------------------- engine plumbing

@@ -5,6 +5,10 @@ One worker per process drives the same ``Scorer`` as ``faithjudge score``: up to
 limiter), claims are topped up before the scorers run dry, and results are committed every
 ``commit_every`` lines or ``commit_interval_s`` seconds, whichever comes first. Leases are
 renewed while lines are held, so only the lines of a process that died are taken over.
+
+On the batch route (``openai-batch:MODEL``) a job's lines are claimed only once its provider
+phase (``service.jobs.provider_phase``) has sent its judge requests through the Batch API and
+recorded the answers in the store, where the evaluator reads them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import anyio.abc
 import orjson
 
 from service.contracts import Failure, ItemResult, ScoreRequest
+from service.evaluators.openai_batch import OpenAIBatchEvaluator
 from service.jobs.contract import ClaimedLine, DoneLine, JobStore, StoreUnavailable
+from service.jobs.provider_phase import ProviderPhase, is_batch_route
 from service.pipeline import Scorer
 from service.scorefile import parse_line
 from service.settings import Settings
@@ -75,10 +81,18 @@ class Worker:
         self._flush_now = anyio.Event()
         self._room = anyio.Event()
         self.started = anyio.Event()
+        self._phase: ProviderPhase | None = None
+        if is_batch_route(scorer):
+            evaluator = scorer.caller.evaluator
+            assert isinstance(evaluator, OpenAIBatchEvaluator)
+            evaluator.bind(store)
+            self._phase = ProviderPhase(store, scorer, settings, self.owner, on_done=self.notify)
 
     def notify(self) -> None:
         """New work was queued in this process: claim now instead of at the next poll."""
         self._wake.set()
+        if self._phase is not None:
+            self._phase.wake.set()
 
     async def run(self) -> None:
         await self.store.recover()
@@ -88,6 +102,8 @@ class Worker:
                 group.start_soon(self._claim_loop, send)
                 group.start_soon(self._commit_loop)
                 group.start_soon(self._heartbeat)
+                if self._phase is not None:
+                    group.start_soon(self._phase.run)
                 with receive:
                     for _ in range(self._concurrency):
                         group.start_soon(self._score_loop, receive.clone())
@@ -113,7 +129,9 @@ class Worker:
                     continue
                 claimed: list[ClaimedLine] = []
                 try:
-                    batch_ids = await self.store.active_batch_ids()
+                    batch_ids = await self.store.active_batch_ids(
+                        provider_done=self._phase is not None
+                    )
                     if batch_ids:
                         claimed = await self.store.claim(
                             self.owner,

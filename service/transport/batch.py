@@ -21,10 +21,11 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import orjson
@@ -45,6 +46,9 @@ __all__ = [
     "BatchLedger",
     "BatchProgress",
     "BatchRunner",
+    "Ledger",
+    "Outcome",
+    "PartSink",
     "PartWriter",
     "PollPolicy",
     "RequestOutcome",
@@ -62,6 +66,7 @@ TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _RETRYABLE_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error", "timeout"})
 
 SleepFn = Callable[[float], Awaitable[Any]]
+StopFn = Callable[[], Awaitable[bool]]
 
 
 def request_line(key: str, body: Mapping[str, Any]) -> bytes:
@@ -152,7 +157,90 @@ def import_output_lines(lines: Iterable[bytes], cache: ResponseCache) -> tuple[i
     return stored, failed, problems
 
 
-# --------------------------------------------------------------------------- ledger
+# --------------------------------------------------------------------------- ledger contract
+
+Outcome = tuple[str, str, int | None, str | None, JudgeResponse | None]
+"""(key, 'answered' | 'retry' | 'failed', status, error, answer) of one request of a part."""
+
+
+class PartSink(Protocol):
+    """Stages request lines into parts within the per-file limits, recording each part."""
+
+    parts: list[int]
+    lines: int
+
+    def holds(self, key: str) -> bool: ...
+    async def add(self, key: str, line: bytes) -> None: ...
+    async def close_part(self) -> None: ...
+    async def abort(self) -> None: ...
+
+
+class Ledger(Protocol):
+    """Where a run records its parts, their batches and how each request ended.
+
+    ``BatchLedger`` (SQLite next to the CLI's cache) and the job store's ledger of one job
+    (``service.jobs``) implement it; ``BatchRunner`` speaks only this. Part rows are dicts with
+    ``id, lines, bytes, file_id, batch_id, state, done, completed, failed``. Request states:
+    ``staged`` (in a part not yet submitted), ``submitted``, ``retry`` (to be staged again),
+    ``answered`` and ``failed`` (final).
+    """
+
+    ledger_id: str
+    """Tags every batch created from this ledger (``metadata.faithjudge_part``)."""
+
+    async def parts(
+        self, *, submitted: bool | None = None, done: bool | None = None
+    ) -> list[dict[str, Any]]: ...
+    def open_part(self, part: dict[str, Any]) -> AbstractAsyncContextManager[tuple[str, IO[bytes]]]:
+        """(file name, binary handle) of the part's lines, for the upload."""
+        ...
+
+    async def set_file(self, part: int, file_id: str) -> None: ...
+    async def set_submitted(self, part: int, batch_id: str, state: str) -> None: ...
+    async def set_state(self, part: int, state: str, completed: int, failed: int) -> None: ...
+    async def finish_part(
+        self,
+        part: int,
+        outcomes: list[Outcome],
+        leftover: tuple[str, int | None, str] | None,
+        max_tries: int,
+        tokens: tuple[int, int],
+    ) -> None:
+        """Record how each request of ``part`` ended; ``leftover`` covers those with no line.
+
+        A retry beyond ``max_tries`` submissions becomes a failure.
+        """
+        ...
+
+    async def forget_unfinished(self, part: int) -> int:
+        """Drop the requests of a cancelled part that got no answer, so a later run sends them."""
+        ...
+
+    def retry_lines(self) -> AsyncIterator[tuple[str, bytes]]:
+        """(key, request line) of every request marked ``retry``."""
+        ...
+
+    def writer(self, *, max_lines: int, max_bytes: int) -> PartSink: ...
+
+
+class PartLimits:
+    """The running size of one part against the per-file limits."""
+
+    def __init__(self, max_lines: int, max_bytes: int) -> None:
+        if max_lines < 1 or max_bytes < 1:
+            raise ValueError("max_lines and max_bytes must be at least 1")
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+
+    def check(self, line: bytes) -> None:
+        if len(line) > self.max_bytes:
+            raise FaithJudgeError(f"one request line is {len(line)} bytes, over the file limit")
+
+    def full(self, lines: int, size: int, line: bytes) -> bool:
+        return lines > 0 and (lines >= self.max_lines or size + len(line) > self.max_bytes)
+
+
+# --------------------------------------------------------------------------- the file ledger
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -181,12 +269,22 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_by_part ON requests (part, state);
 """
 
+_FINISH = (
+    "UPDATE requests SET state = CASE WHEN ?2 = 'retry' AND tries >= ?5 "
+    "THEN 'failed' ELSE ?2 END, status = ?3, error = ?4 "
+    "WHERE key = ?1 AND part = ?6 AND state = 'submitted'"
+)
+_FINISH_LEFTOVER = (
+    "UPDATE requests SET state = CASE WHEN ?1 = 'retry' AND tries >= ?4 "
+    "THEN 'failed' ELSE ?1 END, status = ?2, error = ?3 "
+    "WHERE part = ?5 AND state = 'submitted'"
+)
+
 
 class BatchLedger:
-    """Which request is in which part, which part is which batch, and how each request ended.
+    """The CLI's ledger: SQLite in the data dir, part files beside it (see ``Ledger``).
 
-    Request states: ``staged`` (in a part not yet submitted), ``submitted``, ``retry`` (to be
-    staged again), ``answered`` (its answer is in the cache) and ``failed`` (final).
+    Answers go to the response cache, so a request row keeps only its state.
     """
 
     def __init__(self, path: Path) -> None:
@@ -216,11 +314,16 @@ class BatchLedger:
             if path.name not in known:
                 path.unlink()
 
+    # ----------------------------------------------------------------- queries (sync)
+
     def state_of(self, key: str) -> str | None:
         row = self._conn.execute("SELECT state FROM requests WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
+    async def answer_of(self, key: str) -> JudgeResponse | None:
+        return None  # the response cache holds the answers of this ledger
+
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
         """(tries, status, message) of a request that failed for good, else None."""
         row = self._conn.execute(
             "SELECT tries, status, error FROM requests WHERE key = ? AND state = 'failed'", (key,)
@@ -230,6 +333,15 @@ class BatchLedger:
     def tries_of(self, key: str) -> int:
         row = self._conn.execute("SELECT tries FROM requests WHERE key = ?", (key,)).fetchone()
         return int(row[0]) if row else 0
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._conn.execute("SELECT state, count(*) FROM requests GROUP BY state"))
+
+    def tokens(self) -> tuple[int, int]:
+        row = self._conn.execute(
+            "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM parts"
+        ).fetchone()
+        return int(row[0]), int(row[1])
 
     def next_part_path(self) -> Path:
         (top,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM parts").fetchone()
@@ -256,15 +368,30 @@ class BatchLedger:
         conn.execute("COMMIT")
         return part
 
-    def parts(self, where: str = "1", args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        cursor = self._conn.execute(f"SELECT * FROM parts WHERE {where} ORDER BY id", args)
+    # ----------------------------------------------------------------- the Ledger protocol
+
+    async def parts(
+        self, *, submitted: bool | None = None, done: bool | None = None
+    ) -> list[dict[str, Any]]:
+        where = ["1"]
+        if submitted is not None:
+            where.append("batch_id IS NOT NULL" if submitted else "batch_id IS NULL")
+        if done is not None:
+            where.append(f"done = {int(done)}")
+        cursor = self._conn.execute(f"SELECT * FROM parts WHERE {' AND '.join(where)} ORDER BY id")
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor]
 
-    def set_file(self, part: int, file_id: str) -> None:
+    @asynccontextmanager
+    async def open_part(self, part: dict[str, Any]) -> AsyncIterator[tuple[str, IO[bytes]]]:
+        path = Path(part["path"])
+        with path.open("rb") as handle:  # noqa: ASYNC230 - streamed by the upload
+            yield path.name, handle
+
+    async def set_file(self, part: int, file_id: str) -> None:
         self._conn.execute("UPDATE parts SET file_id = ? WHERE id = ?", (file_id, part))
 
-    def set_submitted(self, part: int, batch_id: str, state: str) -> None:
+    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
@@ -277,42 +404,29 @@ class BatchLedger:
         )
         conn.execute("COMMIT")
 
-    def set_state(self, part: int, state: str, completed: int, failed: int) -> None:
+    async def set_state(self, part: int, state: str, completed: int, failed: int) -> None:
         self._conn.execute(
             "UPDATE parts SET state = ?, completed = ?, failed = ? WHERE id = ?",
             (state, completed, failed, part),
         )
 
-    def finish_part(
+    async def finish_part(
         self,
         part: int,
-        outcomes: list[tuple[str, str, int | None, str | None]],
+        outcomes: list[Outcome],
         leftover: tuple[str, int | None, str] | None,
         max_tries: int,
         tokens: tuple[int, int],
     ) -> None:
-        """Record how each request of ``part`` ended; ``leftover`` covers those with no line.
-
-        ``outcomes`` rows are (key, 'answered' | 'retry' | 'failed', status, error). A retry
-        beyond ``max_tries`` submissions becomes a failure.
-        """
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(
-                "UPDATE requests SET state = CASE WHEN ?2 = 'retry' AND tries >= ?5 "
-                "THEN 'failed' ELSE ?2 END, status = ?3, error = ?4 "
-                "WHERE key = ?1 AND part = ?6 AND state = 'submitted'",
-                [(k, s, st, e, max_tries, part) for k, s, st, e in outcomes],
+                _FINISH, [(k, s, st, e, max_tries, part) for k, s, st, e, _ in outcomes]
             )
             if leftover is not None:
                 state, status, error = leftover
-                conn.execute(
-                    "UPDATE requests SET state = CASE WHEN ?1 = 'retry' AND tries >= ?4 "
-                    "THEN 'failed' ELSE ?1 END, status = ?2, error = ?3 "
-                    "WHERE part = ?5 AND state = 'submitted'",
-                    (state, status, error, max_tries, part),
-                )
+                conn.execute(_FINISH_LEFTOVER, (state, status, error, max_tries, part))
             conn.execute(
                 "UPDATE parts SET done = 1, prompt_tokens = ?, completion_tokens = ? WHERE id = ?",
                 (*tokens, part),
@@ -322,36 +436,35 @@ class BatchLedger:
             raise
         conn.execute("COMMIT")
 
-    def forget_unfinished(self, part: int) -> int:
-        """Drop the requests of a cancelled part that got no answer, so a later run sends them."""
+    async def forget_unfinished(self, part: int) -> int:
         cursor = self._conn.execute(
             "DELETE FROM requests WHERE part = ? AND state IN ('staged', 'submitted')", (part,)
         )
         self._conn.execute("UPDATE parts SET done = 1 WHERE id = ?", (part,))
         return cursor.rowcount
 
-    def retry_keys(self) -> dict[int, set[str]]:
-        """Requests to stage again, grouped by the part file that holds their line."""
+    async def retry_lines(self) -> AsyncIterator[tuple[str, bytes]]:
         groups: dict[int, set[str]] = {}
         for key, part in self._conn.execute("SELECT key, part FROM requests WHERE state = 'retry'"):
             groups.setdefault(part, set()).add(key)
-        return groups
+        for part_id, keys in sorted(groups.items()):
+            (path,) = self._conn.execute(
+                "SELECT path FROM parts WHERE id = ?", (part_id,)
+            ).fetchone()
+            with Path(path).open("rb") as handle:  # noqa: ASYNC230 - one line at a time
+                for raw in handle:
+                    key = orjson.loads(raw)["custom_id"]
+                    if key in keys:
+                        yield key, raw
 
-    def counts(self) -> dict[str, int]:
-        return dict(self._conn.execute("SELECT state, count(*) FROM requests GROUP BY state"))
-
-    def tokens(self) -> tuple[int, int]:
-        row = self._conn.execute(
-            "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM parts"
-        ).fetchone()
-        return int(row[0]), int(row[1])
-
-
-# --------------------------------------------------------------------------- staging
+    def writer(
+        self, *, max_lines: int = MAX_FILE_LINES, max_bytes: int = MAX_FILE_BYTES
+    ) -> PartWriter:
+        return PartWriter(self, max_lines=max_lines, max_bytes=max_bytes)
 
 
 class PartWriter:
-    """Writes request lines into part files within the per-file limits, recording each part."""
+    """Writes request lines into part files of a ``BatchLedger``, recording each complete part."""
 
     def __init__(
         self,
@@ -360,11 +473,8 @@ class PartWriter:
         max_lines: int = MAX_FILE_LINES,
         max_bytes: int = MAX_FILE_BYTES,
     ) -> None:
-        if max_lines < 1 or max_bytes < 1:
-            raise ValueError("max_lines and max_bytes must be at least 1")
+        self._limits = PartLimits(max_lines, max_bytes)
         self._ledger = ledger
-        self._max_lines = max_lines
-        self._max_bytes = max_bytes
         self._handle: Any = None
         self._path: Path | None = None
         self._keys: list[str] = []
@@ -377,13 +487,10 @@ class PartWriter:
         """True when ``key`` is already in the part being written."""
         return key in self._seen
 
-    def add(self, key: str, line: bytes) -> None:
-        if len(line) > self._max_bytes:
-            raise FaithJudgeError(f"one request line is {len(line)} bytes, over the file limit")
-        if self._handle is not None and (
-            len(self._keys) >= self._max_lines or self._size + len(line) > self._max_bytes
-        ):
-            self.close_part()
+    async def add(self, key: str, line: bytes) -> None:
+        self._limits.check(line)
+        if self._limits.full(len(self._keys), self._size, line):
+            await self.close_part()
         if self._handle is None:
             self._path = self._ledger.next_part_path()
             self._handle = self._path.open("wb")
@@ -393,7 +500,7 @@ class PartWriter:
         self._size += len(line)
         self.lines += 1
 
-    def close_part(self) -> None:
+    async def close_part(self) -> None:
         if self._handle is None or self._path is None:
             return
         self._handle.flush()
@@ -401,25 +508,21 @@ class PartWriter:
         self.parts.append(self._ledger.add_part(self._path, self._keys, self._size))
         self._handle, self._path, self._keys, self._seen, self._size = None, None, [], set(), 0
 
-    def abort(self) -> None:
+    async def abort(self) -> None:
         if self._handle is not None and self._path is not None:
             self._handle.close()
             self._path.unlink(missing_ok=True)
             self._handle = None
 
 
-def stage_retries(ledger: BatchLedger, writer: PartWriter) -> int:
+async def stage_retries(ledger: Ledger, writer: PartSink) -> int:
     """Copy the lines of every request marked ``retry`` into new parts; returns how many."""
     staged = 0
-    for part_id, keys in sorted(ledger.retry_keys().items()):
-        (part,) = ledger.parts("id = ?", (part_id,))
-        with Path(part["path"]).open("rb") as handle:
-            for raw in handle:
-                key = orjson.loads(raw)["custom_id"]
-                if key in keys and not writer.holds(key):
-                    writer.add(key, raw)
-                    staged += 1
-    writer.close_part()
+    async for key, raw in ledger.retry_lines():
+        if not writer.holds(key):
+            await writer.add(key, raw)
+            staged += 1
+    await writer.close_part()
     return staged
 
 
@@ -460,8 +563,8 @@ class BatchRunner:
     def __init__(
         self,
         client: AsyncOpenAI,
-        ledger: BatchLedger,
-        cache: ResponseCache,
+        ledger: Ledger,
+        cache: ResponseCache | None,
         *,
         max_retries: int = 5,
         poll: PollPolicy | None = None,
@@ -483,22 +586,23 @@ class BatchRunner:
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
-    def writer(self) -> PartWriter:
-        return PartWriter(self._ledger, max_lines=self._max_lines, max_bytes=self._max_bytes)
+    def writer(self) -> PartSink:
+        return self._ledger.writer(max_lines=self._max_lines, max_bytes=self._max_bytes)
 
-    def open_batches(self) -> list[str]:
-        return [p["batch_id"] for p in self._ledger.parts("batch_id IS NOT NULL AND done = 0")]
+    async def run(self, progress: ProgressFn | None = None, *, stop: StopFn | None = None) -> bool:
+        """Drive every open part to an end, staging follow-ups for retryable failures.
 
-    async def run(self, progress: ProgressFn | None = None) -> None:
-        """Drive every open part to an end, staging follow-ups for retryable failures."""
+        ``stop`` is asked after every poll round; when it says so the run returns False and
+        leaves the batches as they are (``cancel`` ends them). True once nothing is open.
+        """
         quiet = 0
         while True:
             await self._submit_staged()
-            open_parts = self._ledger.parts("done = 0")
+            open_parts = await self._ledger.parts(done=False)
             if not open_parts:
-                if stage_retries(self._ledger, self.writer()):
+                if await stage_retries(self._ledger, self.writer()):
                     continue
-                return
+                return True
             changed = False
             for part in open_parts:
                 batch = await self._client.batches.retrieve(part["batch_id"])
@@ -511,19 +615,21 @@ class BatchRunner:
                     part["failed"],
                 ):
                     changed = True
-                    self._ledger.set_state(part["id"], batch.status, completed, failed)
+                    await self._ledger.set_state(part["id"], batch.status, completed, failed)
                 if batch.status in TERMINAL:
                     await self._collect(part, batch)
                     changed = True
             if progress is not None:
-                progress(self.progress())
-            if self._ledger.parts("done = 0"):
+                progress(await self.progress())
+            if stop is not None and await stop():
+                return False
+            if await self._ledger.parts(done=False):
                 quiet = 0 if changed else quiet + 1
                 await self._sleep(self._poll.delay(quiet))
 
-    def progress(self) -> BatchProgress:
+    async def progress(self) -> BatchProgress:
         report = BatchProgress()
-        for part in self._ledger.parts("batch_id IS NOT NULL"):
+        for part in await self._ledger.parts(submitted=True):
             report.total += part["lines"]
             report.completed += part["completed"]
             report.failed += part["failed"]
@@ -532,39 +638,37 @@ class BatchRunner:
 
     async def cancel(self) -> int:
         """Cancel every open batch and keep what they answered; returns how many were open."""
-        open_parts = self._ledger.parts("batch_id IS NOT NULL AND done = 0")
+        open_parts = await self._ledger.parts(submitted=True, done=False)
         for part in open_parts:
             batch = await self._client.batches.retrieve(part["batch_id"])
             if batch.status not in TERMINAL:
                 await self._client.batches.cancel(part["batch_id"])
         quiet = 0
-        while pending := self._ledger.parts("batch_id IS NOT NULL AND done = 0"):
+        while pending := await self._ledger.parts(submitted=True, done=False):
             for part in pending:
                 batch = await self._client.batches.retrieve(part["batch_id"])
-                self._ledger.set_state(part["id"], batch.status, 0, 0)
+                await self._ledger.set_state(part["id"], batch.status, 0, 0)
                 if batch.status in TERMINAL:
                     await self._collect(part, batch, cancelling=True)
-            if self._ledger.parts("batch_id IS NOT NULL AND done = 0"):
+            if await self._ledger.parts(submitted=True, done=False):
                 quiet += 1
                 await self._sleep(self._poll.delay(quiet))
         # Staged parts never sent, and requests waiting for a retry, are simply forgotten.
-        for part in self._ledger.parts("batch_id IS NULL AND done = 0"):
-            self._ledger.forget_unfinished(part["id"])
+        for part in await self._ledger.parts(submitted=False, done=False):
+            await self._ledger.forget_unfinished(part["id"])
         return len(open_parts)
 
     # ----------------------------------------------------------------- submission
 
     async def _submit_staged(self) -> None:
-        for part in self._ledger.parts("batch_id IS NULL AND done = 0"):
+        for part in await self._ledger.parts(submitted=False, done=False):
             # Only a part uploaded by an earlier process can have a batch we never recorded.
             resumed = part["file_id"] is not None
             if not resumed:
-                with Path(part["path"]).open("rb") as handle:  # noqa: ASYNC230 - streamed upload
-                    uploaded = await self._client.files.create(
-                        file=(Path(part["path"]).name, handle), purpose="batch"
-                    )
+                async with self._ledger.open_part(part) as (name, handle):
+                    uploaded = await self._client.files.create(file=(name, handle), purpose="batch")
                 self.files_uploaded += 1
-                self._ledger.set_file(part["id"], uploaded.id)
+                await self._ledger.set_file(part["id"], uploaded.id)
                 part["file_id"] = uploaded.id
             tag = f"{self._ledger.ledger_id}:{part['id']}"
             batch = await self._find_batch(tag) if resumed else None
@@ -576,7 +680,7 @@ class BatchRunner:
                     metadata={"faithjudge_part": tag},
                 )
                 self.batches_created += 1
-            self._ledger.set_submitted(part["id"], batch.id, batch.status)
+            await self._ledger.set_submitted(part["id"], batch.id, batch.status)
 
     async def _find_batch(self, tag: str) -> Any:
         """A batch created from this part before the process died, if there is one."""
@@ -591,7 +695,7 @@ class BatchRunner:
     # ----------------------------------------------------------------- collection
 
     async def _collect(self, part: dict[str, Any], batch: Any, *, cancelling: bool = False) -> None:
-        outcomes: list[tuple[str, str, int | None, str | None]] = []
+        outcomes: list[Outcome] = []
         prompt_tokens = completion_tokens = 0
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
@@ -602,23 +706,24 @@ class BatchRunner:
                 except ValueError:
                     continue  # a line we cannot read leaves its request to the leftover rule
                 if outcome.response is not None:
-                    self._cache.put(outcome.key, outcome.response)
+                    if self._cache is not None:
+                        self._cache.put(outcome.key, outcome.response)
                     prompt_tokens += outcome.response.usage.prompt_tokens
                     completion_tokens += outcome.response.usage.completion_tokens
-                    outcomes.append((outcome.key, "answered", 200, None))
+                    outcomes.append((outcome.key, "answered", 200, None, outcome.response))
                 else:
                     state = "retry" if outcome.retryable else "failed"
-                    outcomes.append((outcome.key, state, outcome.status, outcome.error))
+                    outcomes.append((outcome.key, state, outcome.status, outcome.error, None))
         # Answers first, then the ledger: a crash in between only repeats this collection.
-        self._cache.flush()
+        if self._cache is not None:
+            self._cache.flush()
         self.answered += sum(1 for o in outcomes if o[1] == "answered")
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
+        tokens = (prompt_tokens, completion_tokens)
         if cancelling or batch.status == "cancelled":
-            self._ledger.finish_part(
-                part["id"], outcomes, None, self._max_tries, (prompt_tokens, completion_tokens)
-            )
-            self._ledger.forget_unfinished(part["id"])
+            await self._ledger.finish_part(part["id"], outcomes, None, self._max_tries, tokens)
+            await self._ledger.forget_unfinished(part["id"])
             return
         if batch.status == "failed":
             errors = getattr(batch, "errors", None)
@@ -627,9 +732,7 @@ class BatchRunner:
             leftover: tuple[str, int | None, str] = ("failed", None, f"batch failed: {why}")
         else:
             leftover = ("retry", None, f"no answer in {batch.status} batch {batch.id}")
-        self._ledger.finish_part(
-            part["id"], outcomes, leftover, self._max_tries, (prompt_tokens, completion_tokens)
-        )
+        await self._ledger.finish_part(part["id"], outcomes, leftover, self._max_tries, tokens)
 
     async def _lines(self, file_id: str) -> Any:
         async with self._client.files.with_streaming_response.content(file_id) as response:

@@ -134,3 +134,106 @@ async def test_an_upload_that_died_is_forgotten_on_recovery(store: JobStore) -> 
     await store.recover()
     assert await store.get_batch("t1", dead.id) is None
     await store.ping()
+
+
+# ---------------------------------------------------------------------- the provider phase
+
+
+async def test_the_provider_phase_is_leased_to_one_owner_and_gates_the_workers(
+    store: JobStore,
+) -> None:
+    row = await _batch(store)
+    assert await store.active_batch_ids(provider_done=True) == []
+    assert await store.claim_provider_phase("w1", lease_s=60) == row.id
+    assert await store.claim_provider_phase("w2", lease_s=60) is None  # held by w1
+    assert await store.renew_provider_phase("w2", row.id, lease_s=60) == "taken"
+    assert await store.renew_provider_phase("w1", row.id, lease_s=60, detail="3 of 9") == "held"
+    assert (await store.get_batch("t1", row.id)).detail == "3 of 9"
+
+    # given back unfinished: claimable again; an expired lease is taken over
+    await store.end_provider_phase("w1", row.id, done=False, detail="retrying")
+    assert await store.claim_provider_phase("w2", lease_s=0.01) == row.id
+    await anyio.sleep(0.05)
+    assert await store.claim_provider_phase("w3", lease_s=60) == row.id
+    assert await store.renew_provider_phase("w2", row.id, lease_s=60) == "taken"
+
+    await store.end_provider_phase("w3", row.id, done=True, detail="all answered")
+    assert await store.active_batch_ids(provider_done=True) == [row.id]
+    assert await store.claim_provider_phase("w1", lease_s=60) is None
+    status = await store.get_batch("t1", row.id)
+    assert status.status == "running" and status.detail == "all answered"
+
+    other = await _batch(store)
+    assert await store.claim_provider_phase("w1", lease_s=60) == other.id
+    await store.cancel("t1", other.id)
+    assert await store.renew_provider_phase("w1", other.id, lease_s=60) == "ended"
+
+
+async def test_a_failed_phase_fails_the_batch_with_its_reason(store: JobStore) -> None:
+    row = await _batch(store)
+    assert await store.claim_provider_phase("w1", lease_s=60) == row.id
+    await store.fail_batch(row.id, "Batch API: connection refused")
+    failed = await store.get_batch("t1", row.id)
+    assert failed.status == "failed" and failed.detail == "Batch API: connection refused"
+    assert failed.finished_at is not None
+    assert await store.active_batch_ids() == []
+
+
+async def test_unscored_requests_page_through_the_lines_not_done(store: JobStore) -> None:
+    row = await _batch(store, lines=5)
+    claimed = await store.claim("w", batch_ids=[row.id], limit=1, lease_s=60)
+    await store.complete("w", [done_line(row.id, claimed[0].seq, _result(1))])
+    first = await store.unscored_requests(row.id, after=-1, limit=3)
+    assert [seq for seq, _, _ in first] == [1, 2, 3]
+    assert first[0] == (1, 2, '{"seq": 1}')
+    rest = await store.unscored_requests(row.id, after=first[-1][0], limit=3)
+    assert [seq for seq, _, _ in rest] == [4]
+
+
+async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -> None:
+    from service.transport.base import JudgeResponse, Usage
+
+    row = await _batch(store)
+    ledger = store.provider_ledger(row.id)
+    writer = ledger.writer(max_lines=2, max_bytes=10**6)
+    for key in ("k1", "k2", "k3"):
+        await writer.add(key, f'{{"custom_id": "{key}"}}\n'.encode())
+    await writer.close_part()
+    parts = await ledger.parts(submitted=False, done=False)
+    assert [p["lines"] for p in parts] == [2, 1]
+    async with ledger.open_part(parts[0]) as (_name, handle):
+        assert handle.read().splitlines() == [b'{"custom_id": "k1"}', b'{"custom_id": "k2"}']
+    assert await ledger.keys() == {"k1", "k2", "k3"}
+
+    # a part whose staging died is forgotten, its requests with it
+    loose = ledger.writer(max_lines=10, max_bytes=10**6)
+    await loose.add("k9", b'{"custom_id": "k9"}\n')
+    await ledger.drop_unsealed()
+    assert "k9" not in await ledger.keys()
+
+    answer = JudgeResponse(text='{"score": 3}', model="m", usage=Usage(5, 2))
+    for part in parts:
+        await ledger.set_file(part["id"], f"file-{part['id']}")
+        await ledger.set_submitted(part["id"], f"batch-{part['id']}", "validating")
+    assert len(await ledger.parts(submitted=True, done=False)) == 2
+    await ledger.finish_part(
+        parts[0]["id"],
+        [("k1", "answered", 200, None, answer), ("k2", "retry", 429, "slow down", None)],
+        None,
+        1,
+        (5, 2),
+    )
+    await ledger.finish_part(parts[1]["id"], [], ("retry", None, "expired"), 6, (0, 0))
+    # k2 used its one try: failed for good; k3 waits for a follow-up part
+    assert await ledger.counts() == {"answered": 1, "failed": 1, "retry": 1}
+    assert [key async for key, _ in ledger.retry_lines()] == ["k3"]
+    assert await ledger.settled(["k1", "k2", "k3", "k4"]) == {"k1", "k2"}
+    found = await store.answer_of("k1")
+    assert found is not None and found.text == answer.text and found.usage == answer.usage
+    assert await store.answer_of("k3") is None
+    assert await store.failure_of("k2") == (1, 429, "slow down")
+    assert await store.failure_of("k1") is None
+
+    # answers known without a batch are recorded for every replica to read
+    await ledger.record_answers([("k7", answer)])
+    assert (await store.answer_of("k7")).text == answer.text

@@ -29,7 +29,7 @@ router = APIRouter()
     tags=["scoring"],
     responses={
         200: {"content": {"application/json": {"example": EXAMPLE_RESULT}}},
-        **problems(401, 413, 415, 422),
+        **problems(401, 409, 413, 415, 422),
     },
 )
 async def score(
@@ -46,6 +46,13 @@ async def score(
     """Score one ScoreRequest synchronously; item problems end up in the result, not as errors."""
     if state.scorer is None:
         raise ApiError(503, "the scorer is not ready")
+    if getattr(state.scorer.caller.evaluator, "route", None) == "batch":
+        # a Batch API answer takes minutes to hours: no request waits that long
+        raise ApiError(
+            409,
+            "this service judges through the provider's Batch API (openai-batch:MODEL): "
+            "submit the line as a batch with POST /v1/batches",
+        )
     result = await state.scorer.score(body)
     state.metrics.observe(result, source="score")
     return result

@@ -1,0 +1,408 @@
+"""The Batch API ledger of one job, in the job store (``service.transport.batch.Ledger``).
+
+The CLI keeps its ledger in a SQLite file and its part files beside it; the service keeps both
+in the job store, so a replica that takes over a job's provider phase finds the same parts and
+batches, and any replica scoring the lines finds every answer. A part's lines live in its
+request rows (a part file is rebuilt from them for the upload), and a request row keeps the
+answer it got, not only the cache of the process that collected it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import IO, Any
+
+import orjson
+from sqlalchemy import (
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from service.jobs.schema import provider_parts, provider_requests
+from service.transport.base import JudgeResponse, Usage
+from service.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
+
+__all__ = ["JobLedger", "answer_from_json", "answer_to_json"]
+
+_ROWS_PER_INSERT = 1_000
+_PART_COLUMNS = (
+    "id",
+    "lines",
+    "bytes",
+    "file_id",
+    "batch_id",
+    "state",
+    "done",
+    "completed",
+    "failed",
+)
+
+
+def answer_to_json(response: JudgeResponse) -> str:
+    return orjson.dumps(
+        {
+            "text": response.text,
+            "model": response.model,
+            "fingerprint": response.fingerprint,
+            "prompt_tokens": response.usage.prompt_tokens,
+            "completion_tokens": response.usage.completion_tokens,
+        }
+    ).decode()
+
+
+def answer_from_json(text: str) -> JudgeResponse:
+    data = orjson.loads(text)
+    return JudgeResponse(
+        text=data["text"],
+        model=data.get("model"),
+        usage=Usage(
+            prompt_tokens=int(data.get("prompt_tokens") or 0),
+            completion_tokens=int(data.get("completion_tokens") or 0),
+        ),
+        fingerprint=data.get("fingerprint"),
+        attempts=0,
+        cached=True,
+    )
+
+
+def _upsert(dialect: str, rows: list[dict[str, Any]]) -> Any:
+    """Insert request rows; a row already there (a retry) moves to the new part."""
+    module = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(provider_requests).values(rows)
+    return statement.on_conflict_do_update(
+        index_elements=["batch_id", "key"],
+        set_={"part": statement.excluded.part, "state": statement.excluded.state},
+    )
+
+
+class JobLedger:
+    """The ledger of job ``batch_id`` (see ``service.transport.batch.Ledger``)."""
+
+    def __init__(self, writer: AsyncEngine, reader: AsyncEngine, batch_id: str) -> None:
+        self._writer = writer
+        self._reader = reader
+        self.batch_id = batch_id
+        self.ledger_id = batch_id
+
+    # ----------------------------------------------------------------- staging
+
+    async def drop_unsealed(self) -> None:
+        """Forget the part a process died writing (its requests are staged again)."""
+        parts = provider_parts.c
+        await self._drop_parts(
+            select(parts.id).where(parts.batch_id == self.batch_id, parts.sealed == 0)
+        )
+
+    async def _drop_parts(self, part_ids: Any) -> None:
+        """Delete unsent parts: new requests go; a retry staged there waits for the next part."""
+        requests = provider_requests.c
+        mine = [requests.batch_id == self.batch_id, requests.part.in_(part_ids)]
+        async with self._writer.begin() as conn:
+            await conn.execute(delete(provider_requests).where(*mine, requests.tries == 0))
+            await conn.execute(update(provider_requests).where(*mine).values(state="retry"))
+            await conn.execute(delete(provider_parts).where(provider_parts.c.id.in_(part_ids)))
+
+    async def keys(self) -> set[str]:
+        """Every request this job's phase already holds (staged, sent, answered or failed)."""
+        query = select(provider_requests.c.key).where(provider_requests.c.batch_id == self.batch_id)
+        async with self._reader.connect() as conn:
+            return set((await conn.execute(query)).scalars())
+
+    async def settled(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` that any job's phase answered or failed for good."""
+        requests = provider_requests.c
+        found: set[str] = set()
+        async with self._reader.connect() as conn:
+            for start in range(0, len(keys), _ROWS_PER_INSERT):
+                chunk = keys[start : start + _ROWS_PER_INSERT]
+                query = select(requests.key).where(
+                    requests.key.in_(chunk), requests.state.in_(("answered", "failed"))
+                )
+                found.update((await conn.execute(query)).scalars())
+        return found
+
+    async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
+        """Answers already known (the response cache), so every replica can read them."""
+        if not answers:
+            return
+        rows = [
+            {
+                "batch_id": self.batch_id,
+                "key": key,
+                "state": "answered",
+                "answer": answer_to_json(response),
+            }
+            for key, response in answers
+        ]
+        async with self._writer.begin() as conn:
+            await conn.execute(insert(provider_requests), rows)
+
+    def writer(
+        self, *, max_lines: int = MAX_FILE_LINES, max_bytes: int = MAX_FILE_BYTES
+    ) -> JobPartWriter:
+        return JobPartWriter(self, PartLimits(max_lines, max_bytes))
+
+    async def _new_part(self) -> int:
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                insert(provider_parts).values(batch_id=self.batch_id).returning(provider_parts.c.id)
+            )
+            return int(result.scalar_one())
+
+    async def _write_requests(self, part: int, rows: list[tuple[str, bytes]]) -> None:
+        values = [
+            {
+                "batch_id": self.batch_id,
+                "key": key,
+                "part": part,
+                "state": "staged",
+                "request": line.decode(),
+            }
+            for key, line in rows
+        ]
+        async with self._writer.begin() as conn:
+            await conn.execute(_upsert(conn.dialect.name, values))
+
+    async def _seal(self, part: int, lines: int, size: int) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(sealed=1, lines=lines, bytes=size)
+            )
+
+    async def _drop_part(self, part: int) -> None:
+        await self._drop_parts([part])
+
+    # ----------------------------------------------------------------- the Ledger protocol
+
+    async def parts(
+        self, *, submitted: bool | None = None, done: bool | None = None
+    ) -> list[dict[str, Any]]:
+        parts = provider_parts.c
+        query = select(
+            parts.id,
+            parts.lines,
+            parts.bytes,
+            parts.file_id,
+            parts.provider_batch_id,
+            parts.state,
+            parts.done,
+            parts.completed,
+            parts.failed,
+        ).where(parts.batch_id == self.batch_id, parts.sealed == 1)
+        if submitted is not None:
+            query = query.where(
+                parts.provider_batch_id.is_not(None)
+                if submitted
+                else parts.provider_batch_id.is_(None)
+            )
+        if done is not None:
+            query = query.where(parts.done == int(done))
+        async with self._reader.connect() as conn:
+            rows = (await conn.execute(query.order_by(parts.id))).all()
+        return [dict(zip(_PART_COLUMNS, row, strict=True)) for row in rows]
+
+    @asynccontextmanager
+    async def open_part(self, part: dict[str, Any]) -> AsyncIterator[tuple[str, IO[bytes]]]:
+        requests = provider_requests.c
+        query = (
+            select(requests.request)
+            .where(requests.batch_id == self.batch_id, requests.part == part["id"])
+            .order_by(requests.key)
+        )
+        # a part may be 200 MB: spooled to disk past a few MB rather than held in memory
+        with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as handle:
+            async with self._reader.connect() as conn:
+                result = await conn.stream(query)
+                async for (line,) in result:
+                    handle.write(line.encode())
+            handle.seek(0)
+            yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
+
+    async def set_file(self, part: int, file_id: str) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts).where(provider_parts.c.id == part).values(file_id=file_id)
+            )
+
+    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
+        requests = provider_requests.c
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(provider_batch_id=batch_id, state=state)
+            )
+            await conn.execute(
+                update(provider_requests)
+                .where(
+                    requests.batch_id == self.batch_id,
+                    requests.part == part,
+                    requests.state == "staged",
+                )
+                .values(state="submitted", tries=requests.tries + 1)
+            )
+
+    async def set_state(self, part: int, state: str, completed: int, failed: int) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(state=state, completed=completed, failed=failed)
+            )
+
+    async def finish_part(
+        self,
+        part: int,
+        outcomes: list[Outcome],
+        leftover: tuple[str, int | None, str] | None,
+        max_tries: int,
+        tokens: tuple[int, int],
+    ) -> None:
+        requests = provider_requests.c
+        state = bindparam("p_state", type_=String)
+        # a retry past the budget is final; the CASE keeps it one statement per request
+        values = {
+            "state": case(
+                (and_(state == "retry", requests.tries >= max_tries), "failed"), else_=state
+            ),
+            "status": bindparam("p_status", type_=Integer),
+            "error": bindparam("p_error", type_=Text),
+        }
+        submitted = [
+            requests.batch_id == self.batch_id,
+            requests.part == part,
+            requests.state == "submitted",
+        ]
+        by_key = (
+            update(provider_requests)
+            .where(*submitted, requests.key == bindparam("p_key"))
+            .values(**values, answer=bindparam("p_answer", type_=Text))
+        )
+        params = [
+            {
+                "p_key": key,
+                "p_state": outcome,
+                "p_status": status,
+                "p_error": error,
+                "p_answer": answer_to_json(answer) if answer is not None else None,
+            }
+            for key, outcome, status, error, answer in outcomes
+        ]
+        async with self._writer.begin() as conn:
+            for start in range(0, len(params), _ROWS_PER_INSERT):
+                await conn.execute(by_key, params[start : start + _ROWS_PER_INSERT])
+            if leftover is not None:
+                left_state, left_status, left_error = leftover
+                await conn.execute(
+                    update(provider_requests).where(*submitted).values(**values),
+                    {"p_state": left_state, "p_status": left_status, "p_error": left_error},
+                )
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(done=1, prompt_tokens=tokens[0], completion_tokens=tokens[1])
+            )
+
+    async def forget_unfinished(self, part: int) -> int:
+        requests = provider_requests.c
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                delete(provider_requests).where(
+                    requests.batch_id == self.batch_id,
+                    requests.part == part,
+                    requests.state.in_(("staged", "submitted")),
+                )
+            )
+            await conn.execute(
+                update(provider_parts).where(provider_parts.c.id == part).values(done=1)
+            )
+        return int(result.rowcount or 0)
+
+    async def retry_lines(self) -> AsyncIterator[tuple[str, bytes]]:
+        requests = provider_requests.c
+        query = (
+            select(requests.key, requests.request)
+            .where(requests.batch_id == self.batch_id, requests.state == "retry")
+            .order_by(requests.part, requests.key)
+        )
+        async with self._reader.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        for key, line in rows:
+            yield key, line.encode()
+
+    # ----------------------------------------------------------------- summaries
+
+    async def counts(self) -> dict[str, int]:
+        requests = provider_requests.c
+        query = (
+            select(requests.state, func.count())
+            .where(requests.batch_id == self.batch_id)
+            .group_by(requests.state)
+        )
+        async with self._reader.connect() as conn:
+            return {state: int(n) for state, n in (await conn.execute(query)).all()}
+
+
+class JobPartWriter:
+    """Stages request lines into sealed parts of a ``JobLedger`` within the file limits."""
+
+    def __init__(self, ledger: JobLedger, limits: PartLimits) -> None:
+        self._ledger = ledger
+        self._limits = limits
+        self._part: int | None = None
+        self._buffer: list[tuple[str, bytes]] = []
+        self._seen: set[str] = set()
+        self._count = 0
+        self._size = 0
+        self.parts: list[int] = []
+        self.lines = 0
+
+    def holds(self, key: str) -> bool:
+        return key in self._seen
+
+    async def add(self, key: str, line: bytes) -> None:
+        self._limits.check(line)
+        if self._limits.full(self._count, self._size, line):
+            await self.close_part()
+        if self._part is None:
+            self._part = await self._ledger._new_part()
+        self._buffer.append((key, line))
+        self._seen.add(key)
+        self._count += 1
+        self._size += len(line)
+        self.lines += 1
+        if len(self._buffer) >= _ROWS_PER_INSERT:
+            await self._write()
+
+    async def _write(self) -> None:
+        if self._buffer and self._part is not None:
+            await self._ledger._write_requests(self._part, self._buffer)
+            self._buffer = []
+
+    async def close_part(self) -> None:
+        if self._part is None:
+            return
+        await self._write()
+        await self._ledger._seal(self._part, self._count, self._size)
+        self.parts.append(self._part)
+        self._part, self._seen, self._count, self._size = None, set(), 0, 0
+
+    async def abort(self) -> None:
+        if self._part is not None:
+            await self._ledger._drop_part(self._part)
+            self._part, self._buffer = None, []
