@@ -221,9 +221,9 @@ class EvaluatorInfo(_Wire):
                     "prompt_set": "v1",
                     "prompt_sha256": "5d41...",
                     "kb_id": "cxr_vqa",
-                    "kb_version": "1.0.0",
+                    "kb_version": "1.1.0",
                     "kb_sha256": "7b3e...",
-                    "schema_version": "1.0",
+                    "schema_version": "1.1",
                     "schemas_sha256": "c0ff...",
                     "service_version": "0.1.0",
                 }
@@ -264,7 +264,7 @@ class KnowledgeBaseInfo(_Wire):
             "examples": [
                 {
                     "id": "cxr_vqa",
-                    "version": "1.0.0",
+                    "version": "1.1.0",
                     "description": "Chest X-ray VQA question templates",
                     "sha256": "7b3e...",
                     "questions": [

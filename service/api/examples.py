@@ -46,7 +46,7 @@ EXAMPLE_RESULT: dict[str, Any] = {
         "evaluator": "lexicon:v1",
         "prompt_set": "v1",
         "prompt_sha256": "5d41...",
-        "schema_version": "1.0",
+        "schema_version": "1.1",
         "service_version": "0.1.0",
     },
 }

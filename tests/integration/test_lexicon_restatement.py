@@ -43,20 +43,40 @@ def test_statements_read_as_plain_english() -> None:
     assert len(CASES) == 3 * sum(len(entry["answers"]) for entry in KB.values())
 
 
+# A CoT that documents the radiographic signs of its answer: the same harness must grade it
+# above 2, or a judge that never exceeds 2 would pass the restatement test unnoticed.
+DOCUMENTED_QUESTION = "Is there a pleural effusion on the right? (yes or no)"
+DOCUMENTED_COT = (
+    "<think><step>The right costophrenic angle is blunted.</step>"
+    "<step>There is a meniscus at the right base.</step>"
+    "<step>The right hemidiaphragm is obscured.</step>"
+    "<step>Fluid tracks along the right lateral chest wall.</step>"
+    "<step>The heart size is normal and the mediastinum is midline.</step>"
+    "<step>There is a right pleural effusion.</step></think><answer>yes</answer>"
+)
+
+
+def _request(item_id: str, question: str, option: str, cot: str) -> dict[str, Any]:
+    return {
+        "item_id": item_id,
+        "question": question,
+        "ground_truth": option,
+        "answer": option,
+        "cot": cot,
+        "metrics": ["clinical_fidelity"],
+    }
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def scored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Clinical fidelity of every restatement (``r{i}``, ``i`` indexing CASES) and of the
+    documented control (``documented``), by item id."""
     tmp = tmp_path_factory.mktemp("restatement")
     requests = [
-        {
-            "item_id": f"r{i}",
-            "question": question,
-            "ground_truth": option,
-            "answer": option,
-            "cot": cot,
-            "metrics": ["clinical_fidelity"],
-        }
+        _request(f"r{i}", question, option, cot)
         for i, (question, option, _, cot) in enumerate(CASES)
     ]
+    requests.append(_request("documented", DOCUMENTED_QUESTION, "yes", DOCUMENTED_COT))
     source, output = tmp / "in.jsonl", tmp / "out.jsonl"
     source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in requests))
 
@@ -66,24 +86,36 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
             await score_file(scorer, source, output, concurrency=8)
 
     anyio.run(run)
-    return [orjson.loads(line) for line in output.read_bytes().splitlines()]
+    results = [orjson.loads(line) for line in output.read_bytes().splitlines()]
+    by_id = {r["item_id"]: r["metrics"]["clinical_fidelity"] for r in results}
+    # Results are matched by item id, never by position, and none may be missing.
+    assert len(results) == len(by_id) == len(requests)
+    return by_id
 
 
-def test_every_option_of_every_question_is_graded(graded: list[dict[str, Any]]) -> None:
+def test_every_option_of_every_question_is_graded(scored: dict[str, dict[str, Any]]) -> None:
     failures = [
-        (CASES[i][0], CASES[i][1], CASES[i][2], r["metrics"]["clinical_fidelity"]["failure"])
-        for i, r in enumerate(graded)
-        if r["metrics"]["clinical_fidelity"]["status"] != "valid"
+        (question, option, form, scored[f"r{i}"].get("failure"))
+        for i, (question, option, form, _) in enumerate(CASES)
+        if scored[f"r{i}"]["status"] != "valid"
     ]
     assert failures == []
+    kb_failures = [m for m in scored.values() if (m.get("failure") or {}).get("stage") == "kb"]
+    assert kb_failures == []
 
 
-def test_a_restated_answer_earns_at_most_cf_2(graded: list[dict[str, Any]]) -> None:
+def test_the_harness_sees_a_grade_above_2(scored: dict[str, dict[str, Any]]) -> None:
+    control = scored["documented"]
+    assert control["status"] == "valid"
+    assert control["score"] > 2
+
+
+def test_a_restated_answer_earns_at_most_cf_2(scored: dict[str, dict[str, Any]]) -> None:
     too_high = [
-        (CASES[i][0], CASES[i][1], CASES[i][2], r["metrics"]["clinical_fidelity"]["score"])
-        for i, r in enumerate(graded)
-        if (r["metrics"]["clinical_fidelity"]["score"] or 0) > 2
+        (question, option, form, scored[f"r{i}"]["score"])
+        for i, (question, option, form, _) in enumerate(CASES)
+        if not isinstance(scored[f"r{i}"]["score"], int) or scored[f"r{i}"]["score"] > 2
     ]
     assert too_high == []
-    scores = {r["metrics"]["clinical_fidelity"]["score"] for r in graded}
+    scores = {scored[f"r{i}"]["score"] for i in range(len(CASES))}
     assert scores <= {1, 2} and 1 in scores  # the bare answer states no finding at all

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
+import orjson
 import pytest
 
 from service.contracts import Concept, KBAnswer
@@ -26,6 +28,7 @@ from service.scoring.lexicon import Lexicon, concept_credits, tokenize
 from tests.restatements import statement
 
 LEX: Lexicon = load_lexicon(DEFAULT_LEXICON_DIR)[0]
+REPO = Path(__file__).resolve().parents[2]
 
 _NEGATION = {"no", "not", "without", "absent", "absence", "negative", "free", "neither", "none"}
 _UNCERTAIN = {
@@ -230,6 +233,17 @@ def label_only(text: str, question: str, option: str) -> bool:
     allowed = _question_words(question) | _stem_set(LABEL_WORDS[option]) | _FILLER
     allowed |= {LEX.equivalents.get(s, s) for s in LEX.side_stems}
     return _stems(text) <= allowed
+
+
+def test_the_checks_visit_every_entry_and_option(kb: KnowledgeBase) -> None:
+    # Every check below iterates ``_options``: an entry it skipped would pass unchecked.
+    raw = orjson.loads((REPO / "knowledge_base" / "cxr_vqa.json").read_bytes())["entries"]
+    expected = {
+        (question_key(q), option) for q, entry in raw.items() for option in entry["answers"]
+    }
+    visited = [(question_key(q), option) for q, _, option, _ in _options(kb)]
+    assert len(visited) == len(set(visited))
+    assert set(visited) == expected
 
 
 def test_every_option_label_has_its_words() -> None:

@@ -60,7 +60,7 @@ __all__ = [
     "unregister_rule",
 ]
 
-RULES_VERSION = "lexicon_rules/3"
+RULES_VERSION = "lexicon_rules/4"
 
 Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
 

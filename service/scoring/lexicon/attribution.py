@@ -57,8 +57,11 @@ def _influence(lex: Lexicon, stems: Sequence[str]) -> str | None:
     found: set[str] = set()
     for level in ("none", "hedged", "clear"):
         for a, b, _ in lex.influence[level].find(stems):
-            # "was not influenced by", "no influence from": a negated claim is a denial.
-            negated = level != "none" and is_negated(lex, stems, (a, b), scope=3)
+            # "was not influenced by", "no influence from": a negated claim is a denial. The
+            # phrase's own words never negate it: "not possible" is a claim, not a denial of one.
+            negated = level != "none" and is_negated(
+                lex, stems, (a, b), scope=3, skip=set(range(a, b))
+            )
             found.add("none" if negated else level)
     return next((level for level in ("none", "hedged", "clear") if level in found), None)
 
