@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         and len(fake_stats["file_lines"])
         <= max(-(-3 * args.items // MAX_LINES), -(-sum(fake_stats["file_bytes"]) // MAX_BYTES)) + 1,
         "zero_chat_calls": fake_stats["chat_calls"] == 0 and client["evaluator_calls"] == 0,
-        "all_valid": set(client["statuses"]) == {"valid"},
+        "all_valid": set(client["outcomes"]) == {"valid"},
         "exchange_dominated_by_the_fake": fake_cpu > client["exchange"]["cpu_s"],
         "peak_rss_within_target": peak <= TARGET_PEAK_RSS_MB,
     }

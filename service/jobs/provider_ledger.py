@@ -221,7 +221,11 @@ class JobLedger:
         requests = provider_requests.c
         query = (
             select(requests.request)
-            .where(requests.batch_id == self.batch_id, requests.part == part["id"])
+            .where(
+                requests.batch_id == self.batch_id,
+                requests.part == part["id"],
+                requests.request.is_not(None),
+            )
             .order_by(requests.key)
         )
         # a part may be 200 MB: spooled to disk past a few MB rather than held in memory
@@ -337,7 +341,11 @@ class JobLedger:
         requests = provider_requests.c
         query = (
             select(requests.key, requests.request)
-            .where(requests.batch_id == self.batch_id, requests.state == "retry")
+            .where(
+                requests.batch_id == self.batch_id,
+                requests.state == "retry",
+                requests.request.is_not(None),  # dropped once the phase is done
+            )
             .order_by(requests.part, requests.key)
         )
         async with self._reader.connect() as conn:

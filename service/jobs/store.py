@@ -664,11 +664,19 @@ class SqlJobStore:
         if done:
             values["provider_done_at"] = now
         async with self._writer.begin() as conn:
-            await conn.execute(
+            result = await conn.execute(
                 update(batches)
                 .where(batches.c.id == batch_id, batches.c.provider_owner == owner)
                 .values(values)
             )
+            if done and result.rowcount:
+                # the request lines (the whole prompt, ~10 KB each) were only needed to send
+                # them; the answers stay for the workers
+                await conn.execute(
+                    update(provider_requests)
+                    .where(provider_requests.c.batch_id == batch_id)
+                    .values(request=None)
+                )
 
     @_shielded
     async def fail_batch(self, batch_id: str, detail: str) -> None:

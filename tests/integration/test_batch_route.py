@@ -90,6 +90,21 @@ async def test_fault_matrix_through_the_batch_route(tmp_path: Path) -> None:
 
     results = _results(out)
     assert len(results) == len(lines) and summary.scored == len(lines)
+    check_fault_matrix(results)
+    # a retryable failure was sent once and retried five times, in follow-up batches
+    ledger = sqlite3.connect(tmp_path / "data" / "batch_ledger.sqlite3")
+    tries = dict(ledger.execute("SELECT state, max(tries) FROM requests GROUP BY state"))
+    assert tries["failed"] == 6
+    for item in results.values():
+        assert item.provenance.evaluator == "openai-batch:fake-judge"
+    assert report.prompt_tokens > 0 and report.completion_tokens > 0
+    assert report.batches_created >= 6  # one round per retry at least
+    assert fake.counters.by_custom_id.most_common(1)[0][1] == 6
+    assert _results(again) == {k: v for k, v in results.items()}
+
+
+def check_fault_matrix(results: dict[str, ItemResult]) -> None:
+    """Every injected fault ended in its stage, every transient one and clean line valid."""
     stages = Counter(
         m.failure.stage for r in results.values() for m in r.metrics.values() if m.failure
     )
@@ -100,20 +115,12 @@ async def test_fault_matrix_through_the_batch_route(tmp_path: Path) -> None:
     for fault, stage in PERMANENT.items():
         for name, metric in results[f"perm-{fault}"].metrics.items():
             assert metric.failure is not None and metric.failure.stage == stage, (fault, name)
-    # a retryable failure was sent once and retried five times, in follow-up batches
-    ledger = sqlite3.connect(tmp_path / "data" / "batch_ledger.sqlite3")
-    tries = dict(ledger.execute("SELECT state, max(tries) FROM requests GROUP BY state"))
-    assert tries["failed"] == 6
     assert "batch API" in results["perm-rate_limit"].metrics["confidence_tone"].failure.detail
     for fault in TRANSIENT:
         assert all(m.status == "valid" for m in results[f"tran-{fault}"].metrics.values())
-    for item in results.values():
-        assert item.provenance.route == "batch"
-        assert item.provenance.evaluator == "openai-batch:fake-judge"
-    assert report.prompt_tokens > 0 and report.completion_tokens > 0
-    assert report.batches_created >= 6  # one round per retry at least
-    assert fake.counters.by_custom_id.most_common(1)[0][1] == 6
-    assert _results(again) == {k: v for k, v in results.items()}
+    for name in ("clean-1", "clean-2"):
+        assert all(m.status == "valid" for m in results[name].metrics.values())
+    assert all(r.provenance.route == "batch" for r in results.values())
 
 
 def _comparable(result: ItemResult) -> dict:

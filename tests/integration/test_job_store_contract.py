@@ -237,3 +237,12 @@ async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -
     # answers known without a batch are recorded for every replica to read
     await ledger.record_answers([("k7", answer)])
     assert (await store.answer_of("k7")).text == answer.text
+
+    # once the phase is done its request lines are dropped; answers and failures stay
+    assert await store.claim_provider_phase("w", lease_s=60) == row.id
+    await store.end_provider_phase("w", row.id, done=True)
+    assert [line async for _, line in ledger.retry_lines()] == []
+    async with ledger.open_part(parts[0]) as (_name, handle):
+        assert handle.read() == b""
+    assert (await store.answer_of("k1")).text == answer.text
+    assert await store.failure_of("k2") == (1, 429, "slow down")
