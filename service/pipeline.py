@@ -115,6 +115,8 @@ class Scorer:
         self._caller = caller
         self._evaluator = caller.evaluator
         self._prompts = prompts
+        # an offline evaluator grades from ``inputs`` alone: rendering its prompt would be waste
+        self._reads_prompt = getattr(caller.evaluator, "reads_prompt", True)
         self._kb = knowledge_base
         self._params = params or ScoringParams()
         self._validators = {m: judge_output_validator(m) for m in metric_names()}
@@ -316,7 +318,7 @@ class Scorer:
         inputs = self._inputs(metric, request, prepared)
         return JudgeRequest(
             metric=metric,
-            messages=self._prompts.render(metric, **inputs),
+            messages=self._prompts.render(metric, **inputs) if self._reads_prompt else (),
             response_schema=self._schemas[metric],
             schema_name=metric,
             inputs=inputs,

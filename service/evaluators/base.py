@@ -48,4 +48,9 @@ class Evaluator(CallTarget[JudgeRequest], Protocol):
     ``id`` looks like ``openai:gpt-5-2025-08-07`` or ``replay:FILE``; ``settings``,
     ``cache_key_material``, ``should_retry``, ``retry_after``, ``judge`` and ``aclose`` are the
     ``CallTarget`` methods.
+
+    Two optional class attributes serve judges that run in the process and grade from
+    ``inputs`` (``lexicon``, ``replay``): ``reads_prompt = False`` lets the pipeline skip
+    rendering ``messages`` (left empty), and the transport's ``in_process = True`` lets the
+    caller skip the concurrency limit and retries, which only cost such a judge.
     """

@@ -58,6 +58,9 @@ def load_lexicon(directory: Path) -> tuple[Lexicon, dict[str, Any]]:
 class LexiconEvaluator:
     """Grades CF, CA and CT with word lists and knowledge-base matching (no network)."""
 
+    reads_prompt = False  # grades from the request's inputs
+    in_process = True
+
     def __init__(self, target: str = "v1") -> None:
         directory = DEFAULT_LEXICON_DIR if target in _BUILTIN else Path(target)
         self._name = "v1" if target in _BUILTIN else directory.name

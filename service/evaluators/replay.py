@@ -32,6 +32,9 @@ def _describe(judges: set[str | None]) -> str:
 class ReplayEvaluator:
     """Serves the recorded response of each (item, metric) from ``path``."""
 
+    reads_prompt = False  # grades from the request's inputs
+    in_process = True
+
     def __init__(self, path: str | Path, *, judge: str | None = None) -> None:
         self._path = Path(path)
         self._judge = judge

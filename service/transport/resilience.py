@@ -217,6 +217,7 @@ class JudgeCaller(Generic[Request]):
         self._rng = rng
         self._inflight: dict[str, _Flight] = {}
         self._retry = retry_if_exception(self._is_retryable)
+        self._in_process = bool(getattr(evaluator, "in_process", False))
         self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
 
     async def call(self, request: Request) -> JudgeResponse:
@@ -265,6 +266,19 @@ class JudgeCaller(Generic[Request]):
     async def _call_evaluator(self, request: Request) -> JudgeResponse:
         if self._dead is not None:
             raise self._dead
+        if self._in_process:
+            # no I/O to wait on and nothing to retry: a limit or a retry loop only costs
+            self.stats.evaluator_calls += 1
+            try:
+                return await self.evaluator.judge(request)
+            except EvaluatorError:
+                self.stats.failures += 1
+                raise
+            except FaithJudgeError:
+                raise
+            except Exception as exc:
+                self.stats.failures += 1
+                raise _as_evaluator_error(exc, 1, False) from exc
         attempts = 0
 
         async def attempt() -> JudgeResponse:

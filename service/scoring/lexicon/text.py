@@ -173,15 +173,22 @@ class Scanner:
     bounded memo: every concept and metric of an item asks about the same sentences.
     """
 
-    __slots__ = ("_firsts", "_memo", "_multi", "_single")
+    __slots__ = ("_index", "_memo", "_multi", "_single")
 
     def __init__(self) -> None:
         # Single-word phrases by their stem; longer phrases by their first two stems (so a
         # common first word such as "no" or "the" does not send every position through a
-        # long list), longest first.
+        # long list), longest first. ``_index`` joins both under the first stem, so a position
+        # costs one lookup.
         self._single: dict[str, list[tuple[int, int]]] = {}
         self._multi: dict[str, dict[str, list[tuple[tuple[str, ...], int, int, int]]]] = {}
-        self._firsts: frozenset[str] = frozenset()
+        self._index: dict[
+            str,
+            tuple[
+                tuple[tuple[int, int], ...],
+                dict[str, list[tuple[tuple[str, ...], int, int, int]]] | None,
+            ],
+        ] = {}
         # Keyed by the identity of the stems tuple (hashing a tuple of stems on every lookup
         # would cost more than the lookup): the entry keeps the tuple alive, so its id cannot
         # be reused while it is in the memo. An equal tuple of another identity is scanned
@@ -201,7 +208,10 @@ class Scanner:
         for by_next in self._multi.values():
             for candidates in by_next.values():
                 candidates.sort(key=lambda e: -e[1])
-        self._firsts = frozenset(self._single) | frozenset(self._multi)
+        self._index = {
+            stem: (tuple(self._single.get(stem, ())), self._multi.get(stem))
+            for stem in self._single.keys() | self._multi.keys()
+        }
         self._memo.clear()
 
     def scan(self, key: tuple[str, ...]) -> dict[int, list[Hit]]:
@@ -209,25 +219,25 @@ class Scanner:
         if entry is not None and entry[0] is key:
             return entry[1]
         hits: dict[int, list[Hit]] = {}
-        firsts = self._firsts
-        if not firsts.isdisjoint(key):
-            single, multi = self._single, self._multi
-            last = len(key) - 1
-            for i in [i for i, s in enumerate(key) if s in firsts]:
-                s = key[i]
-                done: set[int] | None = None
-                by_next = multi.get(s) if i < last else None
-                if by_next is not None:
-                    entries = by_next.get(key[i + 1])
-                    if entries is not None:
-                        done = set()
-                        for phrase, k, category, index in entries:
-                            if category not in done and (k == 2 or key[i : i + k] == phrase):
-                                hits.setdefault(category, []).append((i, i + k, index))
-                                done.add(category)
-                for category, index in single.get(s, ()):
-                    if done is None or category not in done:
-                        hits.setdefault(category, []).append((i, i + 1, index))
+        index = self._index
+        last = len(key) - 1
+        for i, s in enumerate(key):
+            found = index.get(s)
+            if found is None:
+                continue
+            single, by_next = found
+            done: set[int] | None = None
+            if by_next is not None and i < last:
+                entries = by_next.get(key[i + 1])
+                if entries is not None:
+                    done = set()
+                    for phrase, k, category, number in entries:
+                        if category not in done and (k == 2 or key[i : i + k] == phrase):
+                            hits.setdefault(category, []).append((i, i + k, number))
+                            done.add(category)
+            for category, number in single:
+                if done is None or category not in done:
+                    hits.setdefault(category, []).append((i, i + 1, number))
         if len(self._memo) >= 8192:
             self._memo.clear()
         self._memo[id(key)] = (key, hits)

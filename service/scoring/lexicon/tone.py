@@ -28,9 +28,10 @@ def tone_hits(lex: Lexicon, stems: tuple[str, ...]) -> tuple[list[str], list[str
     if not hedge_hits and not booster_hits and not uncertain:
         return [], [], assertive
     negators = [a for a, _, _ in get(lex.tone_negators.category, ())]
+    window = lex.tone_window
 
     def flipped(start: int) -> bool:
-        return any(start - lex.tone_window <= n < start for n in negators)
+        return any(start - window <= n < start for n in negators)
 
     hedges: list[str] = []
     boosters: list[str] = []
@@ -39,7 +40,8 @@ def tone_hits(lex: Lexicon, stems: tuple[str, ...]) -> tuple[list[str], list[str
         (booster_hits, lex.boosters.labels, boosters, hedges),
     ):
         for a, _, i in hits:
-            (other if flipped(a) else target).append(labels[i])
+            # most sentences hold no negator: skip the window test for them
+            (other if negators and flipped(a) else target).append(labels[i])
     for _, _, i in uncertain:
         label = lex.uncertainty.labels[i]
         hedges += [label, label + "#"]  # an explicit statement weighs double
