@@ -33,7 +33,7 @@ import orjson
 from service.errors import EvaluatorError, FaithJudgeError
 from service.transport.base import JudgeResponse
 from service.transport.cache import ResponseCache
-from service.transport.chat import json_default, parse_completion
+from service.transport.chat import completion_from_data, json_default
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -112,7 +112,7 @@ def outcome_of_line(raw: bytes) -> RequestOutcome:
         body = response.get("body")
         if status == 200 and isinstance(body, dict):
             try:
-                return RequestOutcome(key, response=parse_completion(orjson.dumps(body)))
+                return RequestOutcome(key, response=completion_from_data(body))
             except EvaluatorError as exc:
                 return RequestOutcome(key, status=200, error=str(exc))
         message = _error_message(body) or f"HTTP {status}"
@@ -294,6 +294,9 @@ class BatchLedger:
         self.parts_dir.mkdir(exist_ok=True)
         self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # as the response cache: a commit survives the process being killed; only a power
+        # loss can take the last ones, and a rerun then finds its batches by their tags
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._conn.executescript(_LEDGER)
         row = self._conn.execute("SELECT value FROM meta WHERE name = 'ledger_id'").fetchone()

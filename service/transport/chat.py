@@ -14,7 +14,7 @@ import orjson
 from service.errors import EvaluatorError
 from service.transport.base import JudgeResponse, Usage
 
-__all__ = ["json_default", "parse_completion"]
+__all__ = ["completion_from_data", "json_default", "parse_completion"]
 
 
 def json_default(value: Any) -> Any:
@@ -32,6 +32,14 @@ def parse_completion(raw: bytes) -> JudgeResponse:
     """
     try:
         data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _not_a_completion(exc, raw) from exc
+    return completion_from_data(data, raw)
+
+
+def completion_from_data(data: Any, raw: bytes | None = None) -> JudgeResponse:
+    """The same from a reply already decoded (a Batch API output line holds it decoded)."""
+    try:
         choices = data.get("choices") or []
         text = (choices[0].get("message") or {}).get("content") if choices else None
         usage = data.get("usage") or {}
@@ -44,9 +52,13 @@ def parse_completion(raw: bytes) -> JudgeResponse:
             ),
             fingerprint=data.get("system_fingerprint"),
         )
-    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
-        raise EvaluatorError(
-            f"the server answered 200 but not with a chat completion ({exc})",
-            status=200,
-            body=raw[:2000].decode("utf-8", "replace"),
-        ) from exc
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError) as exc:
+        raise _not_a_completion(exc, raw if raw is not None else orjson.dumps(data)) from exc
+
+
+def _not_a_completion(exc: Exception, raw: bytes) -> EvaluatorError:
+    return EvaluatorError(
+        f"the server answered 200 but not with a chat completion ({exc})",
+        status=200,
+        body=raw[:2000].decode("utf-8", "replace"),
+    )
