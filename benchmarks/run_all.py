@@ -21,6 +21,7 @@ from benchmarks._common import REPO_ROOT, RESULTS_DIR, machine_facts
 from benchmarks.audit_scale import summary_rows as audit_rows
 from benchmarks.batch_route_scale import summary_rows as batch_route_rows
 from benchmarks.perturbation_speed import summary_rows as perturbation_rows
+from benchmarks.service_batch_route import summary_rows as service_batch_route_rows
 from benchmarks.service_process import summary_rows as service_rows
 
 BENCHMARKS = (
@@ -37,6 +38,7 @@ BENCHMARKS = (
     "audit_scale",
     "cli_process",
     "batch_route_scale",
+    "service_batch_route",
 )
 
 
@@ -239,6 +241,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
     out += service_rows(results)
     out += audit_rows(results)
     out += batch_route_rows(results)
+    out += service_batch_route_rows(results)
     return out
 
 

@@ -39,6 +39,23 @@ TARGET_PEAK_MB = 500.0
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Headline row for ``run_all``'s table."""
+    data = results.get(NAME)
+    if not data:
+        return []
+    return [
+        (
+            f"Service batch job on the Batch API route, {data['config']['items']:,} items "
+            f"({data['requests']:,} requests)",
+            f"peak RSS {data['peak_rss_mb']:.0f} MB, {data['fake']['files']} file(s), "
+            f"{data['timings_s']['judging_and_scoring_s']:.0f} s to completed",
+            f"≤ {data['target_peak_rss_mb']:.0f} MB, each request once, 0 chat calls",
+            "pass" if all(data["checks"].values()) else "FAIL",
+        )
+    ]
+
+
 def _store_mb(data_dir: Path) -> float:
     return sum(p.stat().st_size for p in data_dir.glob("jobs.sqlite3*")) / 2**20
 

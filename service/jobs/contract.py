@@ -9,7 +9,7 @@ A new store implements every method below and passes the contract suite
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -178,7 +178,15 @@ class JobStore(Protocol):
 
     # the provider phase (``openai-batch``): one process at a time sends a job's judge requests
     # through the Batch API, under a lease; its ledger and answers live in the store
-    def provider_ledger(self, batch_id: str) -> ProviderLedger: ...
+    def provider_ledger(
+        self,
+        batch_id: str,
+        render: Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]],
+    ) -> ProviderLedger:
+        """Job ``batch_id``'s ledger; ``render`` turns (key, line number, request line JSON) of
+        requests into their Batch API lines (the store keeps only which line each came from)."""
+        ...
+
     async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None: ...
     async def renew_provider_phase(
         self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None

@@ -1,16 +1,18 @@
 """The Batch API ledger of one job, in the job store (``service.transport.batch.Ledger``).
 
-The CLI keeps its ledger in a SQLite file and its part files beside it; the service keeps both
-in the job store, so a replica that takes over a job's provider phase finds the same parts and
-batches, and any replica scoring the lines finds every answer. A part's lines live in its
-request rows (a part file is rebuilt from them for the upload), and a request row keeps the
-answer it got, not only the cache of the process that collected it.
+The CLI keeps its ledger in a SQLite file and its part files beside it; the service keeps the
+ledger in the job store, so a replica that takes over a job's provider phase finds the same
+parts and batches, and any replica scoring the lines finds every answer. A request row names the
+job line it comes from; a part file is rebuilt from those lines (``render``) when it is
+uploaded, and a retry's line when it is staged again, so the store never holds the ~10 KB
+Batch API line of every request. A request row keeps the answer it got, not only the cache of
+the process that collected it.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
@@ -31,11 +33,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from service.jobs.schema import provider_parts, provider_requests
+from service.jobs.schema import batch_lines, provider_parts, provider_requests
 from service.transport.base import JudgeResponse, Usage
 from service.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
 
-__all__ = ["JobLedger", "answer_from_json", "answer_to_json"]
+__all__ = ["JobLedger", "Render", "answer_from_json", "answer_to_json"]
+
+Render = Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]]
+"""(key, upload line number, request line JSON) of requests -> (key, Batch API line) of those
+that the line still makes (in any order)."""
 
 _ROWS_PER_INSERT = 1_000
 _PART_COLUMNS = (
@@ -91,9 +97,12 @@ def _upsert(dialect: str, rows: list[dict[str, Any]]) -> Any:
 class JobLedger:
     """The ledger of job ``batch_id`` (see ``service.transport.batch.Ledger``)."""
 
-    def __init__(self, writer: AsyncEngine, reader: AsyncEngine, batch_id: str) -> None:
+    def __init__(
+        self, writer: AsyncEngine, reader: AsyncEngine, batch_id: str, render: Render
+    ) -> None:
         self._writer = writer
         self._reader = reader
+        self._render = render
         self.batch_id = batch_id
         self.ledger_id = batch_id
 
@@ -162,16 +171,10 @@ class JobLedger:
             )
             return int(result.scalar_one())
 
-    async def _write_requests(self, part: int, rows: list[tuple[str, bytes]]) -> None:
+    async def _write_requests(self, part: int, rows: list[tuple[str, int | None]]) -> None:
         values = [
-            {
-                "batch_id": self.batch_id,
-                "key": key,
-                "part": part,
-                "state": "staged",
-                "request": line.decode(),
-            }
-            for key, line in rows
+            {"batch_id": self.batch_id, "key": key, "part": part, "state": "staged", "seq": seq}
+            for key, seq in rows
         ]
         async with self._writer.begin() as conn:
             await conn.execute(_upsert(conn.dialect.name, values))
@@ -216,24 +219,35 @@ class JobLedger:
             rows = (await conn.execute(query.order_by(parts.id))).all()
         return [dict(zip(_PART_COLUMNS, row, strict=True)) for row in rows]
 
+    def _sources(self, *where: Any) -> Any:
+        """(key, line number, request line) of this job's requests matching ``where``."""
+        requests, lines = provider_requests.c, batch_lines.c
+        return (
+            select(requests.key, lines.line, lines.request)
+            .select_from(
+                provider_requests.join(
+                    batch_lines,
+                    and_(lines.batch_id == requests.batch_id, lines.seq == requests.seq),
+                )
+            )
+            .where(requests.batch_id == self.batch_id, *where)
+            .order_by(requests.seq, requests.key)
+        )
+
+    async def _rendered(self, *where: Any) -> AsyncIterator[tuple[str, bytes]]:
+        async with self._reader.connect() as conn:
+            result = await conn.stream(self._sources(*where))
+            async for chunk in result.partitions(_ROWS_PER_INSERT):
+                for key, line in self._render([tuple(row) for row in chunk]):
+                    yield key, line
+
     @asynccontextmanager
     async def open_part(self, part: dict[str, Any]) -> AsyncIterator[tuple[str, IO[bytes]]]:
-        requests = provider_requests.c
-        query = (
-            select(requests.request)
-            .where(
-                requests.batch_id == self.batch_id,
-                requests.part == part["id"],
-                requests.request.is_not(None),
-            )
-            .order_by(requests.key)
-        )
-        # a part may be 200 MB: spooled to disk past a few MB rather than held in memory
-        with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as handle:
-            async with self._reader.connect() as conn:
-                result = await conn.stream(query)
-                async for (line,) in result:
-                    handle.write(line.encode())
+        # a part may be 200 MB: written to a real file, which the upload streams (a file-like
+        # object in memory would be read whole)
+        with tempfile.TemporaryFile() as handle:
+            async for _key, line in self._rendered(provider_requests.c.part == part["id"]):
+                handle.write(line)
             handle.seek(0)
             yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
 
@@ -338,20 +352,10 @@ class JobLedger:
         return int(result.rowcount or 0)
 
     async def retry_lines(self) -> AsyncIterator[tuple[str, bytes]]:
-        requests = provider_requests.c
-        query = (
-            select(requests.key, requests.request)
-            .where(
-                requests.batch_id == self.batch_id,
-                requests.state == "retry",
-                requests.request.is_not(None),  # dropped once the phase is done
-            )
-            .order_by(requests.part, requests.key)
-        )
-        async with self._reader.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        for key, line in rows:
-            yield key, line.encode()
+        # streamed from one snapshot: the writer moving these rows to a new part meanwhile
+        # commits on another connection
+        async for key, line in self._rendered(provider_requests.c.state == "retry"):
+            yield key, line
 
     # ----------------------------------------------------------------- summaries
 
@@ -373,7 +377,7 @@ class JobPartWriter:
         self._ledger = ledger
         self._limits = limits
         self._part: int | None = None
-        self._buffer: list[tuple[str, bytes]] = []
+        self._buffer: list[tuple[str, int | None]] = []
         self._seen: set[str] = set()
         self._count = 0
         self._size = 0
@@ -383,13 +387,15 @@ class JobPartWriter:
     def holds(self, key: str) -> bool:
         return key in self._seen
 
-    async def add(self, key: str, line: bytes) -> None:
+    async def add(self, key: str, line: bytes, origin: int | None = None) -> None:
+        """Stage ``key`` (its Batch API ``line`` counts toward the part's limits); ``origin``,
+        the job line it comes from, is given for a new request and kept for one staged again."""
         self._limits.check(line)
         if self._limits.full(self._count, self._size, line):
             await self.close_part()
         if self._part is None:
             self._part = await self._ledger._new_part()
-        self._buffer.append((key, line))
+        self._buffer.append((key, origin))
         self._seen.add(key)
         self._count += 1
         self._size += len(line)

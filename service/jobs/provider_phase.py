@@ -15,12 +15,13 @@ request is ever submitted twice. A job cancelled through the API has its batches
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 
 from service.batchroute import CollectStats, batch_runner, keyed_requests
 from service.contracts import ScoreRequest
+from service.evaluators.base import JudgeRequest
 from service.evaluators.openai_batch import OpenAIBatchEvaluator
 from service.jobs.contract import JobStore, ProviderLedger, StoreUnavailable
 from service.pipeline import Scorer
@@ -123,7 +124,7 @@ class ProviderPhase:
 
     async def _drive(self, batch_id: str) -> bool:
         """Stage and run the job's batches; True once its lines may be scored."""
-        ledger = self._store.provider_ledger(batch_id)
+        ledger = self._store.provider_ledger(batch_id, self._render)
         runner = batch_runner(self._scorer, self._settings, ledger, self._limits)
         held = {"state": "held"}
 
@@ -163,6 +164,30 @@ class ProviderPhase:
         await self._store.end_provider_phase(self._owner, batch_id, done=True, detail=summary)
         return True
 
+    def _requests_of(self, line: int, raw: str) -> list[tuple[str, JudgeRequest]]:
+        """(cache key, judge request) of every judge request one job line makes."""
+        parsed = parse_line(raw.encode(), line)
+        if not isinstance(parsed, ScoreRequest):
+            return []
+        return list(keyed_requests(self._scorer, [parsed]))
+
+    def _render(self, sources: Sequence[tuple[str, int, str]]) -> list[tuple[str, bytes]]:
+        """The Batch API lines of requests, rebuilt from the job lines they come from.
+
+        A key its line no longer makes (the judge's settings changed between two processes)
+        is left out: its part then answers it as missing, and it ends as a transport failure.
+        """
+        out: list[tuple[str, bytes]] = []
+        made: dict[int, dict[str, JudgeRequest]] = {}
+        for key, line, raw in sources:
+            requests = made.get(line)
+            if requests is None:
+                requests = made[line] = dict(self._requests_of(line, raw))
+            request = requests.get(key)
+            if request is not None:
+                out.append((key, request_line(key, self._evaluator.request_body(request))))
+        return out
+
     async def _stage(self, batch_id: str, ledger: ProviderLedger, runner: BatchRunner) -> None:
         """Record every judge request of the job's unscored lines that has no answer yet."""
         known = await ledger.keys()
@@ -174,17 +199,16 @@ class ProviderPhase:
         try:
             while page := await self._store.unscored_requests(batch_id, after=after, limit=_PAGE):
                 after = page[-1][0]
-                items = [
-                    parsed
-                    for _seq, line, raw in page
-                    if isinstance(parsed := parse_line(raw.encode(), line), ScoreRequest)
+                pairs = [
+                    (seq, key, request)
+                    for seq, line, raw in page
+                    for key, request in self._requests_of(line, raw)
                 ]
-                pairs = list(keyed_requests(self._scorer, items))
                 # settled by an earlier job (answered, or failed for good): not sent again,
                 # as a rerun of the CLI's batch route sends nothing it already settled
-                settled = await ledger.settled([key for key, _ in pairs])
+                settled = await ledger.settled([key for _, key, _ in pairs])
                 answered: list[tuple[str, JudgeResponse]] = []
-                for key, request in pairs:
+                for seq, key, request in pairs:
                     stats.requests += 1
                     if key in known or key in settled:
                         stats.in_ledger += 1
@@ -196,7 +220,7 @@ class ProviderPhase:
                         answered.append((key, hit))
                         continue
                     stats.staged += 1
-                    await writer.add(key, request_line(key, body_of(request)))
+                    await writer.add(key, request_line(key, body_of(request)), seq)
                 await ledger.record_answers(answered)
             await writer.close_part()
         except BaseException:

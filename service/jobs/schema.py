@@ -138,11 +138,13 @@ provider_requests = Table(
     Column("state", String(16), nullable=False),
     Column("status", Integer),
     Column("error", Text),
-    Column("request", Text),
+    # the job's line the request comes from: its Batch API line is rebuilt from that line when
+    # a part is uploaded, not stored (~10 KB a request)
+    Column("seq", Integer),
     Column("answer", Text),
     PrimaryKeyConstraint("batch_id", "key"),
     Index("ix_fj_provider_requests_key", "key", "state"),
     Index("ix_fj_provider_requests_part", "batch_id", "part", "state"),
 )
-"""Each judge request of a job's provider phase: its Batch API line, and its answer or failure
+"""Each judge request of a job's provider phase: where it comes from, and its answer or failure
 (kept here, not only in one process's response cache, so any replica can score the lines)."""

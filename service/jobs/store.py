@@ -50,7 +50,7 @@ from service.jobs.contract import (
     LineCounts,
     StoreUnavailable,
 )
-from service.jobs.provider_ledger import JobLedger, answer_from_json
+from service.jobs.provider_ledger import JobLedger, Render, answer_from_json
 from service.jobs.schema import (
     STAGE_COLUMNS,
     STATUS_COLUMNS,
@@ -589,9 +589,10 @@ class SqlJobStore:
 
     # ------------------------------------------------------------------ the provider phase
 
-    def provider_ledger(self, batch_id: str) -> JobLedger:
-        """The Batch API ledger of job ``batch_id`` (``service.transport.batch.Ledger``)."""
-        return JobLedger(self._writer, self._reader, batch_id)
+    def provider_ledger(self, batch_id: str, render: Render) -> JobLedger:
+        """The Batch API ledger of job ``batch_id`` (``service.transport.batch.Ledger``);
+        ``render`` rebuilds request lines from the job's lines."""
+        return JobLedger(self._writer, self._reader, batch_id, render)
 
     @_shielded
     async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None:
@@ -664,19 +665,11 @@ class SqlJobStore:
         if done:
             values["provider_done_at"] = now
         async with self._writer.begin() as conn:
-            result = await conn.execute(
+            await conn.execute(
                 update(batches)
                 .where(batches.c.id == batch_id, batches.c.provider_owner == owner)
                 .values(values)
             )
-            if done and result.rowcount:
-                # the request lines (the whole prompt, ~10 KB each) were only needed to send
-                # them; the answers stay for the workers
-                await conn.execute(
-                    update(provider_requests)
-                    .where(provider_requests.c.batch_id == batch_id)
-                    .values(request=None)
-                )
 
     @_shielded
     async def fail_batch(self, batch_id: str, detail: str) -> None:

@@ -170,7 +170,11 @@ class PartSink(Protocol):
     lines: int
 
     def holds(self, key: str) -> bool: ...
-    async def add(self, key: str, line: bytes) -> None: ...
+    async def add(self, key: str, line: bytes, origin: int | None = None) -> None:
+        """Stage ``line`` under ``key``; ``origin`` says where the request came from, for a
+        ledger that rebuilds lines instead of keeping them (a job's line number)."""
+        ...
+
     async def close_part(self) -> None: ...
     async def abort(self) -> None: ...
 
@@ -490,7 +494,7 @@ class PartWriter:
         """True when ``key`` is already in the part being written."""
         return key in self._seen
 
-    async def add(self, key: str, line: bytes) -> None:
+    async def add(self, key: str, line: bytes, origin: int | None = None) -> None:
         self._limits.check(line)
         if self._limits.full(len(self._keys), self._size, line):
             await self.close_part()

@@ -56,7 +56,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("status", sa.Integer()),
         sa.Column("error", sa.Text()),
-        sa.Column("request", sa.Text()),
+        sa.Column("seq", sa.Integer()),
         sa.Column("answer", sa.Text()),
         sa.PrimaryKeyConstraint("batch_id", "key"),
     )
