@@ -27,6 +27,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +116,39 @@ def child_main(args: argparse.Namespace) -> None:
     Path(args.result_file).write_bytes(orjson.dumps(out))
 
 
+@dataclass(frozen=True)
+class FakeBatchProcess:
+    """The fake Files + Batches API running as its own process."""
+
+    base_url: str
+    ps: psutil.Process
+
+    def cpu_seconds(self) -> float:
+        return float(sum(self.ps.cpu_times()[:2]))
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/fake/stats") as reply:
+            stats: dict[str, Any] = orjson.loads(reply.read())
+        return stats
+
+
+@contextmanager
+def fake_batch_api() -> Iterator[FakeBatchProcess]:
+    """Start the fake (no simulated waiting: ``--step-s 0``), stop it on exit."""
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.batch_server", "--step-s", "0"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert fake.stdout is not None
+        yield FakeBatchProcess(fake.stdout.readline().strip(), psutil.Process(fake.pid))
+    finally:
+        fake.terminate()
+        fake.wait(10)
+
+
 def generate(path: Path, count: int, seed: int) -> int:
     rng = random.Random(seed)
     questions = kb_questions()
@@ -162,17 +198,10 @@ def main(argv: list[str] | None = None) -> None:
         source = tmp / "in.jsonl"
         input_bytes = generate(source, args.items, args.seed)
         print(f"{args.items} items, {input_bytes / 2**20:.1f} MB", flush=True)
-        fake = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.batch_server", "--step-s", "0"],
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert fake.stdout is not None
-            base_url = fake.stdout.readline().strip()
-            fake_proc = psutil.Process(fake.pid)
-            fake_cpu0 = sum(fake_proc.cpu_times()[:2])
+        with fake_batch_api() as fake:
+            base_url = fake.base_url
+            fake_proc = fake.ps
+            fake_cpu0 = fake.cpu_seconds()
             result_file = tmp / "child.json"
             command = [
                 sys.executable, "-m", "benchmarks.batch_route_scale", "--child",
@@ -186,13 +215,9 @@ def main(argv: list[str] | None = None) -> None:
             wall = time.perf_counter() - w0
             if status != 0:
                 raise SystemExit(f"the client child failed with status {status}")
-            fake_cpu = sum(fake_proc.cpu_times()[:2]) - fake_cpu0
+            fake_cpu = fake.cpu_seconds() - fake_cpu0
             fake_rss = fake_proc.memory_info().rss / 2**20
-            with urllib.request.urlopen(base_url.removesuffix("/v1") + "/fake/stats") as reply:
-                fake_stats = orjson.loads(reply.read())
-        finally:
-            fake.terminate()
-            fake.wait(10)
+            fake_stats = fake.stats()
         client = orjson.loads(result_file.read_bytes())
 
     peak = usage.ru_maxrss / 1024

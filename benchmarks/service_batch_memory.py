@@ -82,11 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cpu0 = service.cpu_seconds()
 
             def timed(phase: str, func: Any, *a: Any, **kw: Any) -> Any:
-                rss.phase(phase)
-                t0 = time.perf_counter()
-                value = func(*a, **kw)
-                timings[f"{phase}_s"] = time.perf_counter() - t0
-                return value
+                return rss.timed(phase, timings, func, *a, **kw)
 
             # the client's own memory during the upload: the SDK streams the file from disk
             with RssSampler(psutil.Process(), args.sample_ms / 1000) as client_rss:

@@ -18,25 +18,20 @@ Run: ``python -m benchmarks.service_batch_route [--items N]``.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import orjson
-import psutil
 
 from benchmarks._common import load_average, machine_facts, write_result
-from benchmarks.batch_route_scale import MAX_BYTES, MAX_LINES, generate
+from benchmarks.batch_route_scale import MAX_BYTES, MAX_LINES, fake_batch_api, generate
 from benchmarks.service_process import BENCH_KEY, RssSampler, ServiceProcess
 from clients.sdk import FaithJudgeClient
 
 NAME = "service_batch_route"
 TARGET_PEAK_MB = 500.0
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -75,19 +70,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         work = Path(tmp)
         source = work / "items.jsonl"
         input_bytes = generate(source, args.items, args.seed)
-        fake = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.batch_server", "--step-s", "0"],
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert fake.stdout is not None
-            base_url = fake.stdout.readline().strip()
-            fake_ps = psutil.Process(fake.pid)
+        with fake_batch_api() as fake:
             env = {
                 "FAITHJUDGE_EVALUATOR": "openai-batch:bench-judge",
-                "FAITHJUDGE_OPENAI_BASE_URL": base_url,
+                "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
                 "FAITHJUDGE_OPENAI_API_KEY": "bench-key",
                 "FAITHJUDGE_BATCH_POLL_S": str(args.poll_s),
                 "FAITHJUDGE_CACHE": "false",
@@ -101,27 +87,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rss.phase("idle")
                 time.sleep(1.0)
                 cpu0 = service.cpu_seconds()
-                fake_cpu0 = sum(fake_ps.cpu_times()[:2])
-
-                def timed(phase: str, func: Any, *a: Any, **kw: Any) -> Any:
-                    rss.phase(phase)
-                    t0 = time.perf_counter()
-                    value = func(*a, **kw)
-                    timings[f"{phase}_s"] = time.perf_counter() - t0
-                    return value
-
-                accepted = timed("upload_ingest", sdk.submit, source, name="batch route")
+                fake_cpu0 = fake.cpu_seconds()
+                accepted = rss.timed("upload_ingest", timings, sdk.submit, source, name="route")
                 store_after_ingest = _store_mb(data_dir)
-                final = timed("judging_and_scoring", sdk.wait, accepted.id, timeout=3600)
-                lines = timed("results_download", sdk.download_results, accepted.id, work / "r")
+                final = rss.timed(
+                    "judging_and_scoring", timings, sdk.wait, accepted.id, timeout=3600
+                )
+                lines = rss.timed(
+                    "results_download", timings, sdk.download_results, accepted.id, work / "r"
+                )
                 service_cpu = service.cpu_seconds() - cpu0
-                fake_cpu = sum(fake_ps.cpu_times()[:2]) - fake_cpu0
+                fake_cpu = fake.cpu_seconds() - fake_cpu0
                 store_at_end = _store_mb(data_dir)
-            with urllib.request.urlopen(base_url.removesuffix("/v1") + "/fake/stats") as reply:
-                fake_stats = orjson.loads(reply.read())
-        finally:
-            fake.terminate()
-            fake.wait(10)
+            fake_stats = fake.stats()
 
     requests = 3 * args.items
     counts = dict(final.counts)

@@ -93,6 +93,14 @@ class RssSampler:
             self._phase = name
         self._sample()
 
+    def timed(self, phase: str, timings: dict[str, float], func: Any, *a: Any, **kw: Any) -> Any:
+        """Start ``phase``, run ``func`` and record its seconds as ``timings[phase + "_s"]``."""
+        self.phase(phase)
+        t0 = time.perf_counter()
+        value = func(*a, **kw)
+        timings[f"{phase}_s"] = time.perf_counter() - t0
+        return value
+
     @property
     def peak_mb(self) -> float:
         return max(self.peaks_mb.values(), default=0.0)
