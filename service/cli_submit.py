@@ -111,7 +111,8 @@ def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
     if status.status == "cancelled":
         return ExitCode.STOPPED, f"batch {status.id} was cancelled"
     if status.status != "completed":
-        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}"
+        why = f": {status.detail}" if status.detail else ""
+        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}{why}"
     grades = sum(n for key, n in status.counts.items() if key != "error")
     not_judged = sum(status.failure_stages.get(stage, 0) for stage in NOT_JUDGED)
     if grades - not_judged <= 0:
@@ -197,6 +198,8 @@ def _print_status(status: BatchStatus) -> None:
         table.add_row("lines with an error" if key == "error" else f"metric {key}", str(count))
     for stage, count in sorted(status.failure_stages.items()):
         table.add_row(f"failure: {stage}", str(count))
+    if status.detail:
+        table.caption = escape(status.detail)  # e.g. the Batch API phase's totals
     err.print(table)
 
 

@@ -190,3 +190,25 @@ def test_batch_verdict_follows_the_score_rule(
         }
     )
     assert batch_verdict(final)[0] == code
+
+
+def test_a_failed_batch_says_why() -> None:
+    from clients.sdk import BatchStatus
+    from service.cli_submit import batch_verdict
+
+    final = BatchStatus.model_validate(
+        {
+            "id": "b_2",
+            "status": "failed",
+            "total": 1,
+            "done": 0,
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:09Z",
+            "pending": 0,
+            "progress": 0.0,
+            "detail": "Batch API: connection refused (gave up after 3 tries)",
+        }
+    )
+    code, why = batch_verdict(final)
+    assert code == 3
+    assert why == "batch b_2 ended failed: Batch API: connection refused (gave up after 3 tries)"
