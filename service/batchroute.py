@@ -153,13 +153,18 @@ def batch_runner(
     The CLI's ledger keeps its answers only in the response cache, a job's keeps them itself.
     """
     evaluator = _batch_evaluator(scorer, needs_cache=isinstance(ledger, BatchLedger))
+    file_limits = {
+        "max_lines": settings.batch_file_max_requests,
+        "max_bytes": int(settings.batch_file_max_mb * 1024 * 1024),
+        **(limits or {}),
+    }
     return BatchRunner(
         evaluator.client,
         ledger,
         scorer.caller.cache,
         max_retries=settings.max_retries,
         poll=PollPolicy(initial=settings.batch_poll_s, maximum=max(60.0, settings.batch_poll_s)),
-        **(limits or {}),
+        **file_limits,
     )
 
 

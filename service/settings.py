@@ -52,6 +52,11 @@ class Settings(BaseSettings):
 
     batch_poll_s: float = Field(default=5.0, gt=0)
     """First wait between polls of the ``openai-batch`` route (grows while nothing changes)."""
+    batch_file_max_requests: int = Field(default=50_000, ge=1)
+    """Requests per Batch API input file (OpenAI's limit; lower it for a provider with a
+    smaller one)."""
+    batch_file_max_mb: float = Field(default=200.0, gt=0)
+    """Megabytes per Batch API input file (OpenAI's limit)."""
     batch_discount: float = Field(default=0.5, ge=0, le=1)
     """The Batch API's price as a fraction of the live price (0.5 at OpenAI)."""
     price_input_per_mtok: float | None = Field(default=None, ge=0)

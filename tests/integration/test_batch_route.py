@@ -470,3 +470,15 @@ async def test_progress_reports_the_providers_counts_and_states(tmp_path: Path) 
     last = seen[-1]
     assert last.total == 15 and last.completed == 15 and last.failed == 0
     assert last.states == {"completed": 4} and last.describe() == "4 completed"
+
+
+async def test_file_limits_come_from_the_settings(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(_line(f"f-{i}", f"({i})") for i in range(4)) + "\n")
+    with run_fake_batches() as fake:
+        settings = _settings(fake.base_url, tmp_path).model_copy(
+            update={"batch_file_max_requests": 5}
+        )
+        report, _ = await _batch_run(settings, source, tmp_path / "out.jsonl")
+        assert fake.counters.file_lines == [5, 5, 2]
+    assert report.parts == 3 and report.answered == 12
