@@ -1,7 +1,8 @@
 """A batch job of the service through the provider Batch API route, at scale.
 
-A real ``faithjudge serve`` (``openai-batch:bench-judge``, SQLite job store, response cache
-off so every answer comes from the job store) and the fake Files + Batches API
+A real ``faithjudge serve`` (``openai-batch:bench-judge``, SQLite job store or, with
+``--database-url``, a fresh schema of that PostgreSQL database; response cache off so every
+answer comes from the job store) and the fake Files + Batches API
 (``tests/fakes/batch_server.py``, its own process, no simulated waiting) take one upload of
 ``--items`` (20,000) requests with all three metrics. A thread samples the service's resident
 set through the phases:
@@ -20,9 +21,13 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 
 from benchmarks._common import load_average, machine_facts, write_result
@@ -51,8 +56,41 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def _store_mb(data_dir: Path) -> float:
-    return sum(p.stat().st_size for p in data_dir.glob("jobs.sqlite3*")) / 2**20
+def _store_mb(data_dir: Path, database_url: str | None, schema: str) -> float:
+    if database_url is None:
+        return sum(p.stat().st_size for p in data_dir.glob("jobs.sqlite3*")) / 2**20
+    size = anyio.run(
+        _admin,
+        database_url,
+        "SELECT coalesce(sum(pg_total_relation_size(format('%I.%I', schemaname, tablename))), 0)"
+        f" FROM pg_tables WHERE schemaname = '{schema}'",
+    )
+    return float(size) / 2**20
+
+
+async def _admin(database_url: str, sql: str) -> Any:
+    import asyncpg
+
+    dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    connection = await asyncpg.connect(dsn, timeout=5)
+    try:
+        return await connection.fetchval(sql)
+    finally:
+        await connection.close()
+
+
+@contextmanager
+def _schema(database_url: str | None) -> Iterator[str]:
+    """A fresh PostgreSQL schema for the run (dropped after), or nothing on SQLite."""
+    name = f"fj_bench_{uuid.uuid4().hex[:10]}"
+    if database_url is None:
+        yield name
+        return
+    anyio.run(_admin, database_url, f'CREATE SCHEMA "{name}"')
+    try:
+        yield name
+    finally:
+        anyio.run(_admin, database_url, f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -61,6 +99,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--poll-s", type=float, default=1.0)
     parser.add_argument("--sample-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--database-url", help="postgresql+asyncpg://... (default: SQLite in the data dir)"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
 
@@ -70,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         work = Path(tmp)
         source = work / "items.jsonl"
         input_bytes = generate(source, args.items, args.seed)
-        with fake_batch_api() as fake:
+        with fake_batch_api() as fake, _schema(args.database_url) as schema:
             env = {
                 "FAITHJUDGE_EVALUATOR": "openai-batch:bench-judge",
                 "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
@@ -78,6 +119,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "FAITHJUDGE_BATCH_POLL_S": str(args.poll_s),
                 "FAITHJUDGE_CACHE": "false",
             }
+            if args.database_url:
+                env["FAITHJUDGE_DATABASE_URL"] = args.database_url
+                env["FAITHJUDGE_DATABASE_SCHEMA"] = schema
             data_dir = work / "data"
             with (
                 ServiceProcess(data_dir, work, env) as service,
@@ -89,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 cpu0 = service.cpu_seconds()
                 fake_cpu0 = fake.cpu_seconds()
                 accepted = rss.timed("upload_ingest", timings, sdk.submit, source, name="route")
-                store_after_ingest = _store_mb(data_dir)
+                store_after_ingest = _store_mb(data_dir, args.database_url, schema)
                 final = rss.timed(
                     "judging_and_scoring", timings, sdk.wait, accepted.id, timeout=3600
                 )
@@ -98,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 )
                 service_cpu = service.cpu_seconds() - cpu0
                 fake_cpu = fake.cpu_seconds() - fake_cpu0
-                store_at_end = _store_mb(data_dir)
+                store_at_end = _store_mb(data_dir, args.database_url, schema)
             fake_stats = fake.stats()
 
     requests = 3 * args.items
@@ -115,7 +159,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     result: dict[str, Any] = {
         "benchmark": NAME,
-        "config": {"items": args.items, "seed": args.seed, "poll_s": args.poll_s},
+        "config": {
+            "items": args.items,
+            "seed": args.seed,
+            "poll_s": args.poll_s,
+            "job_store": "postgresql" if args.database_url else "sqlite",
+        },
         "machine": machine_facts(),
         "input_mb": round(input_bytes / 2**20, 1),
         "requests": requests,
@@ -144,7 +193,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     if not args.no_write:
-        print(f"-> {write_result(NAME, result)}")
+        name = f"{NAME}_postgres" if args.database_url else NAME
+        print(f"-> {write_result(name, result)}")
     failed = [name for name, ok in checks.items() if not ok]
     if failed:
         raise SystemExit(f"failed checks: {failed}")
