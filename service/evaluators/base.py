@@ -52,5 +52,6 @@ class Evaluator(CallTarget[JudgeRequest], Protocol):
     Two optional class attributes serve judges that run in the process and grade from
     ``inputs`` (``lexicon``, ``replay``): ``reads_prompt = False`` lets the pipeline skip
     rendering ``messages`` (left empty), and the transport's ``in_process = True`` lets the
-    caller skip the concurrency limit and retries, which only cost such a judge.
+    caller skip the concurrency limit, which only costs such a judge (it never asks for a
+    retry, so the retry loop is never entered).
     """

@@ -27,6 +27,7 @@ caller verifies them, and does so again for every cached read.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import math
 import random
@@ -187,6 +188,9 @@ class _Flight:
     error: EvaluatorError | None = None
 
 
+_NO_LIMIT = contextlib.nullcontext()
+
+
 class JudgeCaller(Generic[Request]):
     """Wraps one evaluator with a limiter, retries, an optional cache and in-flight dedupe.
 
@@ -266,24 +270,12 @@ class JudgeCaller(Generic[Request]):
     async def _call_evaluator(self, request: Request) -> JudgeResponse:
         if self._dead is not None:
             raise self._dead
-        if self._in_process:
-            # no I/O to wait on and nothing to retry: a limit or a retry loop only costs
-            self.stats.evaluator_calls += 1
-            try:
-                return await self.evaluator.judge(request)
-            except EvaluatorError:
-                self.stats.failures += 1
-                raise
-            except FaithJudgeError:
-                raise
-            except Exception as exc:
-                self.stats.failures += 1
-                raise _as_evaluator_error(exc, 1, False) from exc
         attempts = 0
 
         async def attempt() -> JudgeResponse:
             nonlocal attempts
-            async with self.limiter:
+            # a judge in the process has no I/O to wait on: a concurrency limit only costs
+            async with _NO_LIMIT if self._in_process else self.limiter:
                 attempts += 1
                 self.stats.evaluator_calls += 1
                 return await self.evaluator.judge(request)
