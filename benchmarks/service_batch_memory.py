@@ -81,18 +81,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             load0 = load_average()
             cpu0 = service.cpu_seconds()
 
-            def timed(phase: str, func: Any, *a: Any, **kw: Any) -> Any:
-                return rss.timed(phase, timings, func, *a, **kw)
-
             # the client's own memory during the upload: the SDK streams the file from disk
             with RssSampler(psutil.Process(), args.sample_ms / 1000) as client_rss:
                 client_rss.phase("upload")
-                accepted = timed("upload_ingest", sdk.submit, source, name="memory")
-            final = timed("scoring", sdk.wait, accepted.id)
-            lines = timed("results_download", sdk.download_results, accepted.id, work / "r.jsonl")
-            report = timed("report_json", sdk.report, accepted.id)
-            html = timed("report_html", sdk.report, accepted.id, "html")
-            timed("listing", lambda: [sdk.get_batch(accepted.id), sdk.list_batches()])
+                accepted = rss.timed("upload_ingest", timings, sdk.submit, source, name="memory")
+            final = rss.timed("scoring", timings, sdk.wait, accepted.id)
+            lines = rss.timed(
+                "results_download", timings, sdk.download_results, accepted.id, work / "r.jsonl"
+            )
+            report = rss.timed("report_json", timings, sdk.report, accepted.id)
+            html = rss.timed("report_html", timings, sdk.report, accepted.id, "html")
+            rss.timed("listing", timings, lambda: [sdk.get_batch(accepted.id), sdk.list_batches()])
             service_cpu = service.cpu_seconds() - cpu0
             db_mb = sum(p.stat().st_size for p in (work / "data").glob("jobs.sqlite3*")) / 2**20
 

@@ -187,9 +187,6 @@ class JobLedger:
                 .values(sealed=1, lines=lines, bytes=size)
             )
 
-    async def _drop_part(self, part: int) -> None:
-        await self._drop_parts([part])
-
     # ----------------------------------------------------------------- the Ledger protocol
 
     async def parts(
@@ -382,7 +379,6 @@ class JobPartWriter:
         self._count = 0
         self._size = 0
         self.parts: list[int] = []
-        self.lines = 0
 
     def holds(self, key: str) -> bool:
         return key in self._seen
@@ -399,7 +395,6 @@ class JobPartWriter:
         self._seen.add(key)
         self._count += 1
         self._size += len(line)
-        self.lines += 1
         if len(self._buffer) >= _ROWS_PER_INSERT:
             await self._write()
 
@@ -418,5 +413,5 @@ class JobPartWriter:
 
     async def abort(self) -> None:
         if self._part is not None:
-            await self._ledger._drop_part(self._part)
+            await self._ledger._drop_parts([self._part])
             self._part, self._buffer = None, []

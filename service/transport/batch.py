@@ -167,7 +167,6 @@ class PartSink(Protocol):
     """Stages request lines into parts within the per-file limits, recording each part."""
 
     parts: list[int]
-    lines: int
 
     def holds(self, key: str) -> bool: ...
     async def add(self, key: str, line: bytes, origin: int | None = None) -> None:
@@ -337,18 +336,8 @@ class BatchLedger:
         ).fetchone()
         return (row[0], row[1], row[2] or "the request failed") if row else None
 
-    def tries_of(self, key: str) -> int:
-        row = self._conn.execute("SELECT tries FROM requests WHERE key = ?", (key,)).fetchone()
-        return int(row[0]) if row else 0
-
     def counts(self) -> dict[str, int]:
         return dict(self._conn.execute("SELECT state, count(*) FROM requests GROUP BY state"))
-
-    def tokens(self) -> tuple[int, int]:
-        row = self._conn.execute(
-            "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM parts"
-        ).fetchone()
-        return int(row[0]), int(row[1])
 
     def next_part_path(self) -> Path:
         (top,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM parts").fetchone()
@@ -488,7 +477,6 @@ class PartWriter:
         self._seen: set[str] = set()
         self._size = 0
         self.parts: list[int] = []
-        self.lines = 0
 
     def holds(self, key: str) -> bool:
         """True when ``key`` is already in the part being written."""
@@ -505,7 +493,6 @@ class PartWriter:
         self._keys.append(key)
         self._seen.add(key)
         self._size += len(line)
-        self.lines += 1
 
     async def close_part(self) -> None:
         if self._handle is None or self._path is None:

@@ -18,6 +18,7 @@ from service.api.examples import (
 )
 from service.api.problems import ApiError
 from service.contracts import ItemResult, ScoreRequest
+from service.jobs.provider_phase import is_batch_route
 
 router = APIRouter()
 
@@ -46,7 +47,7 @@ async def score(
     """Score one ScoreRequest synchronously; item problems end up in the result, not as errors."""
     if state.scorer is None:
         raise ApiError(503, "the scorer is not ready")
-    if getattr(state.scorer.caller.evaluator, "route", None) == "batch":
+    if is_batch_route(state.scorer):
         # a Batch API answer takes minutes to hours: no request waits that long
         raise ApiError(
             409,
