@@ -7,7 +7,9 @@ second), scored with ``lexicon:v1`` (or any evaluator given) and, for comparison
 the recorded LLM judges, all through the real ``faithjudge score`` path. Each half gets its own
 consensus; tau-b per axis with a 95 % percentile bootstrap CI, and the mean of the halves with
 the CI of the mean (``service.agreement.halves``). The lexicon rules are developed on one half
-and confirmed on the other, so the table shows each half beside the mean.
+and confirmed on the other, so the table shows each half beside the mean. The strict figures
+score each half only with the rules it did not shape: ``DEVELOPED_ON`` records every rule change
+by the half it was developed on, as the edit that takes it back out of the shipped lexicons.
 
 Run: ``python -m benchmarks.lexicon_agreement [--shared DIR] [--bootstrap B] [--evaluator SPEC]``.
 Writes ``benchmarks/results/lexicon_agreement.json`` and prints the Markdown table.
@@ -16,13 +18,15 @@ Writes ``benchmarks/results/lexicon_agreement.json`` and prints the Markdown tab
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import orjson
+import pandas as pd
 
 from benchmarks._common import REPO_ROOT, machine_facts, write_result
 from service.agreement import (
@@ -31,12 +35,23 @@ from service.agreement import (
     reader_study_requests,
     stratified_split,
 )
-from service.agreement.halves import HALF_AXES, SplitHalfReport, split_half_agreement
+from service.agreement.halves import HALF_AXES, HalfAxis, SplitHalfReport, split_half_agreement
+from service.evaluators.lexicon import DEFAULT_LEXICON_DIR
 from service.runtime import open_scorer
 from service.scorefile import score_file
 from service.settings import Settings
 
-__all__ = ["main", "render_table", "score_reader_study", "split_halves"]
+__all__ = [
+    "DEVELOPED_ON",
+    "lexicon_without",
+    "main",
+    "render_strict_table",
+    "render_table",
+    "score_reader_study",
+    "split_halves",
+    "strict_results",
+    "strict_summary",
+]
 
 NAME = "lexicon_agreement"
 DEFAULT_SHARED = REPO_ROOT.parent / "shared" / "data"
@@ -46,6 +61,33 @@ RECORDED = (
     "qwen3-30b-a3b-instruct",
 )
 TARGETS = {"CA": 0.55, "CF": 0.25, "CT": 0.10}
+STRICT = "lexicon:v1, strict"
+
+
+class Undo(NamedTuple):
+    """Takes one rule change out of a lexicon file: puts ``add`` back into the list at ``key``,
+    or, without ``add``, gives ``key`` the ``value`` it had before the change."""
+
+    file: str
+    key: str
+    add: str | None = None
+    value: Any = None
+
+
+# Every rule change since the split, by the half it was developed on (README table "What
+# changed, and on which half"). Bug fixes and rule-driven changes count on both halves and are
+# not listed.
+DEVELOPED_ON: dict[str, tuple[Undo, ...]] = {
+    "A": (
+        Undo("cues", "image", add="marking"),  # "markings" is not an image cue
+        Undo("cues", "allusions", add="as indicated"),  # nor "as indicated" an allusion
+    ),
+    "B": (
+        Undo("tone", "elaboration_sentences", value=10**6),  # CT up for a long argument
+        Undo("influence", "weighing", value=[]),  # a cue weighed: partial influence
+        Undo("influence", "sign", value=[]),  # an image cue read as a sign: the same
+    ),
+}
 
 
 def split_halves(reader_study: Path, *, seed: int = 0) -> dict[str, list[str]]:
@@ -69,6 +111,76 @@ def score_reader_study(reader_study: Path, evaluator: str, tmp: Path) -> Path:
 
     anyio.run(run)
     return output
+
+
+def lexicon_without(half: str, into: Path) -> Path:
+    """A copy of the shipped lexicons with the changes developed on ``half`` taken out."""
+    shutil.copytree(DEFAULT_LEXICON_DIR, into)
+    for undo in DEVELOPED_ON[half]:
+        path = into / f"{undo.file}.json"
+        data = orjson.loads(path.read_bytes())
+        if undo.key not in data:
+            raise KeyError(f"{path.name} has no {undo.key!r}: update DEVELOPED_ON")
+        if undo.add is None:
+            data[undo.key] = undo.value
+        elif undo.add in data[undo.key]:
+            raise ValueError(f"{path.name} {undo.key} already holds {undo.add!r}")
+        else:
+            data[undo.key].append(undo.add)
+        path.write_bytes(orjson.dumps(data))
+    return into
+
+
+def strict_results(reader_study: Path, halves: dict[str, list[str]], tmp: Path) -> pd.DataFrame:
+    """The lexicon judge's results with each half scored only by the rules it did not shape.
+
+    Half B's items are scored with the changes developed on B taken out of the shipped lexicons
+    (the direction "developed on A, judged on B"), half A's with those developed on A taken out.
+    The frame goes through ``split_half_agreement`` like any judge, so its halves and their mean
+    carry the same bootstrap CIs as the other rows.
+    """
+    frames = []
+    for half, items in halves.items():
+        lexicon = lexicon_without(half, tmp / f"without_{half}")
+        output = score_reader_study(reader_study, f"lexicon:{lexicon}", tmp / f"strict_{half}")
+        results = load_judge_results(output)
+        frames.append(results[results["item_id"].isin(set(items))])
+    return pd.concat(frames, ignore_index=True)
+
+
+def strict_summary(axes: dict[str, HalfAxis]) -> dict[str, Any]:
+    """Per targeted axis: each direction's tau-b on the half it judges and the mean, with CIs."""
+    other = {"A": "B", "B": "A"}
+
+    def estimate(axis: str, half: str) -> dict[str, float | None]:
+        t = axes[axis].halves[half]
+        return {"tau": t.tau, "low": t.low, "high": t.high}
+
+    return {
+        "directions": {
+            f"{other[judged]}->{judged}": {a: estimate(a, judged) for a in TARGETS}
+            for judged in ("B", "A")
+        },
+        "mean": {
+            a: {"tau": axes[a].mean, "low": axes[a].low, "high": axes[a].high} for a in TARGETS
+        },
+    }
+
+
+def render_strict_table(strict: dict[str, Any]) -> str:
+    """Rows: each direction on the half it judges, then their mean; cells with their CIs."""
+
+    def cell(e: dict[str, float | None]) -> str:
+        return _cell(e["tau"], e["low"], e["high"])
+
+    lines = ["| direction | " + " | ".join(TARGETS) + " |", "|---|" + "---|" * len(TARGETS)]
+    for name, estimates in strict["directions"].items():
+        developed, judged = name.split("->")
+        cells = " | ".join(cell(estimates[axis]) for axis in TARGETS)
+        lines.append(f"| developed on {developed}, judged on {judged} | {cells} |")
+    cells = " | ".join(cell(strict["mean"][axis]) for axis in TARGETS)
+    lines.append(f"| mean | {cells} |")
+    return "\n".join(lines)
 
 
 def _cell(value: float | None, low: float | None = None, high: float | None = None) -> str:
@@ -122,11 +234,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             name: load_judge_results(score_reader_study(reader_study, spec, Path(tmp_dir) / str(i)))
             for i, (name, spec) in enumerate(specs.items())
         }
+        if args.evaluator in ("lexicon:v1", "lexicon:default"):
+            judges[STRICT] = strict_results(reader_study, halves, Path(tmp_dir) / "strict")
     report = split_half_agreement(
         load_reader_study(reader_study), judges, halves, B=args.bootstrap, seed=args.seed
     )
+    # The strict judge is reported in its own table, not among the judges.
+    strict_judge = next((j for j in report.judges if j.name == STRICT), None)
+    report = report.model_copy(update={"judges": [j for j in report.judges if j.name != STRICT]})
+    strict = None if strict_judge is None else strict_summary(strict_judge.axes)
     table = render_table(report)
     print(table)
+    if strict is not None:
+        print("\nEach half judged only by the rules it did not shape:\n")
+        print(render_strict_table(strict))
     lexicon = report.judges[0].axes
     payload = {
         "benchmark": NAME,
@@ -138,6 +259,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for axis, target in TARGETS.items()
         },
         "report": report.model_dump(mode="json", exclude={"halves"}),
+        "strict": strict,
+        "meets_targets_strict": None
+        if strict is None
+        else {
+            axis: (tau := strict["mean"][axis]["tau"]) is not None and tau >= target
+            for axis, target in TARGETS.items()
+        },
         "items_per_half": {h: len(items) for h, items in report.halves.items()},
         "table_md": table,
         "machine": machine_facts(),

@@ -253,3 +253,43 @@ def test_split_half_agreement_meets_the_targets(tmp_path: Path) -> None:
     for axis, target in TARGETS.items():
         assert axes[axis].used == {"A": 33, "B": 33}, axis
         assert axes[axis].mean is not None and axes[axis].mean >= target, (axis, axes[axis].mean)
+
+
+@pytest.mark.shared_data
+def test_each_half_judged_by_the_rules_it_did_not_shape_meets_the_targets(
+    tmp_path: Path,
+) -> None:
+    """The strict figures: each half scored with the rule changes developed on it taken out
+    (benchmarks.lexicon_agreement.DEVELOPED_ON), mean of the two directions at the targets."""
+    if not READER_STUDY.is_file():
+        pytest.skip("needs ../shared/data (reader study)")
+    from benchmarks.lexicon_agreement import (
+        DEVELOPED_ON,
+        TARGETS,
+        lexicon_without,
+        split_halves,
+        strict_results,
+        strict_summary,
+    )
+    from service.agreement import load_reader_study
+    from service.agreement.halves import split_half_agreement
+    from service.evaluators.lexicon import DEFAULT_LEXICON_DIR
+
+    # Each undo edits the shipped files: the variant differs where (and only where) it says.
+    without_b = lexicon_without("B", tmp_path / "without_b")
+    for undo in DEVELOPED_ON["B"]:
+        shipped = orjson.loads((DEFAULT_LEXICON_DIR / f"{undo.file}.json").read_bytes())
+        edited = orjson.loads((without_b / f"{undo.file}.json").read_bytes())
+        assert shipped[undo.key] != edited[undo.key] == undo.value
+    halves = split_halves(READER_STUDY)
+    results = strict_results(READER_STUDY, halves, tmp_path / "strict")
+    assert sorted(results["item_id"].unique()) == sorted(halves["A"] + halves["B"])
+    report = split_half_agreement(
+        load_reader_study(READER_STUDY), {"strict": results}, halves, B=200
+    )
+    strict = strict_summary(report.judges[0].axes)
+    assert set(strict["directions"]) == {"A->B", "B->A"}
+    for axis, target in TARGETS.items():
+        mean = strict["mean"][axis]
+        assert mean["tau"] is not None and mean["tau"] >= target, (axis, strict)
+        assert mean["low"] is not None and mean["low"] < mean["tau"] < mean["high"], (axis, mean)

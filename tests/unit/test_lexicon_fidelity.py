@@ -205,7 +205,7 @@ def test_a_lexicon_folder_without_a_listed_file_is_a_config_error(tmp_path: Path
 
 def test_provenance_names_the_rules_and_every_lexicon_file() -> None:
     settings = LexiconEvaluator().settings()
-    assert settings["rules"] == "lexicon_rules/4"
+    assert settings["rules"] == "lexicon_rules/5"
     lexicon = settings["lexicon"]
     manifest = orjson.loads((DEFAULT_LEXICON_DIR / "manifest.json").read_bytes())
     assert lexicon["version"] == manifest["version"]

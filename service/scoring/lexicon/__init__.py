@@ -60,7 +60,7 @@ __all__ = [
     "unregister_rule",
 ]
 
-RULES_VERSION = "lexicon_rules/4"
+RULES_VERSION = "lexicon_rules/5"
 
 Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
 

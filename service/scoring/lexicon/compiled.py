@@ -167,5 +167,8 @@ def compile_lexicon(data: Mapping[str, Mapping[str, Any]]) -> Lexicon:
         },
         cues={k: idx(cues[k], f"cues.{k}") for k in ("text", "image", "generic")},
         allusions=idx(cues["allusions"], "cues.allusions"),
-        influence={k: idx(infl[k], f"influence.{k}") for k in ("clear", "hedged", "none")},
+        influence={
+            k: idx(infl[k], f"influence.{k}")
+            for k in ("clear", "hedged", "none", "weighing", "sign")
+        },
     )
