@@ -11,7 +11,14 @@ The process pins itself to one CPU. The figures are medians over ``--repeats`` r
 fresh output file: ``items_per_s`` from wall-clock time, ``items_per_cpu_s`` from the process's
 CPU time (the cost on one core; on a shared machine whose other processes compete for that core,
 the wall-clock figure also counts the time spent waiting for it, so both are recorded with the
-load average). Run: ``python -m benchmarks.lexicon_speed [--items N] [--repeats R]``.
+load average).
+
+Items/s from different machines do not compare (the same code has measured 330 to 630 on the
+2-vCPU machines this project runs on). ``--reference REV`` measures the code of another git
+revision too, with the same interpreter, packages and items, alternating with this tree for
+``--rounds`` rounds, and reports the ratio of the medians: a figure that holds across machines.
+
+Run: ``python -m benchmarks.lexicon_speed [--items N] [--repeats R] [--reference REV]``.
 """
 
 from __future__ import annotations
@@ -19,16 +26,21 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import orjson
 
 from benchmarks._common import (
+    REPO_ROOT,
     kb_questions,
     load_average,
     machine_facts,
@@ -79,28 +91,99 @@ async def _run(settings: Settings, source: Path, output: Path) -> tuple[float, f
     )
 
 
+class _Run(NamedTuple):
+    seconds: list[float]
+    cpu_seconds: list[float]
+    statuses: Counter[str]
+
+
+def _measure(source: Path, tmp: Path, repeats: int) -> _Run:
+    settings = Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
+    run = _Run([], [], Counter())
+    for repeat in range(repeats):
+        output = tmp / f"out-{repeat}.jsonl"
+        clear_memos()  # every repeat starts cold (a fresh scorer, no sentence memos)
+        elapsed, cpu, statuses = anyio.run(_run, settings, source, output)
+        run.seconds.append(elapsed)
+        run.cpu_seconds.append(cpu)
+        run.statuses.clear()
+        run.statuses.update(statuses)
+        output.unlink()
+    return run
+
+
+def _measure_reference(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The same benchmark run by the code of another revision (checked out at ``tree``), with
+    this interpreter and these packages; its result file, read back."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.lexicon_speed",
+            "--items",
+            str(args.items),
+            "--repeats",
+            str(args.repeats),
+            "--seed",
+            str(args.seed),
+        ],
+        cwd=tree,  # ``-m`` puts the tree first on sys.path: its ``service`` is the one measured
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    result: dict[str, Any] = orjson.loads(
+        (tree / "benchmarks/results/lexicon_speed.json").read_bytes()
+    )
+    return result
+
+
+@contextmanager
+def _checkout(rev: str, into: Path) -> Iterator[Path]:
+    git = ["git", "-C", str(REPO_ROOT)]
+    added = subprocess.run(
+        [*git, "worktree", "add", "--detach", "--quiet", str(into), rev],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if added.returncode != 0:
+        sys.exit(f"--reference {rev}: git could not check it out: {added.stderr.strip()}")
+    try:
+        yield into
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(into)], check=False)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reference",
+        metavar="REV",
+        help="also measure the code of git revision REV, alternating with this tree, and "
+        "report the ratio (figures from different machines do not compare; a ratio does)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternations with --reference")
     args = parser.parse_args(argv)
 
     core = _pin_one_core()
-    with tempfile.TemporaryDirectory() as tmp_dir:
+    reference_runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp_dir, ExitStack() as stack:
         tmp = Path(tmp_dir)
         source = tmp / "requests.jsonl"
         mean_chars = _write_requests(source, args.items, args.seed)
-        settings = Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
-        times: list[float] = []
-        cpu_times: list[float] = []
-        statuses: Counter[str] = Counter()
-        for repeat in range(args.repeats):
-            output = tmp / f"out-{repeat}.jsonl"
-            clear_memos()  # every repeat starts cold (a fresh scorer, no sentence memos)
-            elapsed, cpu, statuses = anyio.run(_run, settings, source, output)
-            times.append(elapsed)
-            cpu_times.append(cpu)
+        tree = (
+            stack.enter_context(_checkout(args.reference, tmp / "ref")) if args.reference else None
+        )
+        runs: list[_Run] = []
+        for _ in range(args.rounds if tree is not None else 1):
+            runs.append(_measure(source, tmp, args.repeats))
+            if tree is not None:
+                reference_runs.append(_measure_reference(tree, args))
+    times = [t for run in runs for t in run.seconds]
+    cpu_times = [t for run in runs for t in run.cpu_seconds]
     seconds = median(times)
     cpu_seconds = median(cpu_times)
     items_per_s = args.items / seconds
@@ -109,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "benchmark": NAME,
         "description": __doc__.splitlines()[0],
         "items": args.items,
-        "repeats": args.repeats,
+        "repeats": args.repeats * len(runs),
         "mean_cot_chars": round(mean_chars, 1),
         "metrics_per_item": 3,
         "pinned_cpu": core,
@@ -122,7 +205,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "target_items_per_s": TARGET_ITEMS_PER_S,
         "meets_target": items_per_s >= TARGET_ITEMS_PER_S,
         "meets_target_cpu": items_per_cpu_s >= TARGET_ITEMS_PER_S,
-        "metric_statuses_last_run": dict(sorted(statuses.items())),
+        "metric_statuses_last_run": dict(sorted(runs[-1].statuses.items())),
+        "reference": _reference_summary(args.reference, runs, reference_runs, args.items),
         "load_average_after": load_average(),
         "machine": machine_facts(),
     }
@@ -131,7 +215,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{items_per_s:.1f} items/s wall, {items_per_cpu_s:.1f} items per CPU second "
         f"(target {TARGET_ITEMS_PER_S:.0f}; load {payload['load_average_after']}) -> {path}"
     )
+    if payload["reference"] is not None:
+        ref = payload["reference"]
+        print(
+            f"{ref['ratio_cpu']:.2f}x the items per CPU second of {args.reference} "
+            f"({ref['items_per_cpu_s']:.1f}), alternating {len(runs)} rounds"
+        )
     return payload
+
+
+def _reference_summary(
+    rev: str | None, runs: list[_Run], reference_runs: list[dict[str, Any]], items: int
+) -> dict[str, Any] | None:
+    """Per round, this tree's median beside the reference's; the ratio of the medians."""
+    if rev is None:
+        return None
+    ours = [items / median(run.cpu_seconds) for run in runs]
+    theirs = [float(r["items_per_cpu_s"]) for r in reference_runs]
+    ours_wall = [items / median(run.seconds) for run in runs]
+    theirs_wall = [float(r["items_per_s"]) for r in reference_runs]
+    return {
+        "rev": rev,
+        "commit": reference_runs[0]["machine"].get("git_commit"),
+        "rounds": len(runs),
+        "items_per_cpu_s_rounds": [round(x, 1) for x in theirs],
+        "this_tree_items_per_cpu_s_rounds": [round(x, 1) for x in ours],
+        "items_per_cpu_s": round(median(theirs), 1),
+        "ratio_cpu": round(median(ours) / median(theirs), 3),
+        "ratio_wall": round(median(ours_wall) / median(theirs_wall), 3),
+    }
 
 
 if __name__ == "__main__":

@@ -162,9 +162,13 @@ class Scorer:
             if response is not None:
                 responses[metric] = response
 
-        async with anyio.create_task_group() as group:
+        if self._caller.in_process:  # nothing to overlap: a task per metric would only cost
             for metric in request.metrics:
-                group.start_soon(grade, metric)
+                await grade(metric)
+        else:
+            async with anyio.create_task_group() as group:
+                for metric in request.metrics:
+                    group.start_soon(grade, metric)
 
         fidelity, tone = calibration_pair()
         cf, ct = results.get(fidelity.name), results.get(tone.name)

@@ -221,7 +221,8 @@ class JudgeCaller(Generic[Request]):
         self._rng = rng
         self._inflight: dict[str, _Flight] = {}
         self._retry = retry_if_exception(self._is_retryable)
-        self._in_process = bool(getattr(evaluator, "in_process", False))
+        # a judge that runs in this process: no I/O to wait on, nothing to limit or overlap
+        self.in_process = bool(getattr(evaluator, "in_process", False))
         self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
 
     async def call(self, request: Request) -> JudgeResponse:
@@ -275,7 +276,7 @@ class JudgeCaller(Generic[Request]):
         async def attempt() -> JudgeResponse:
             nonlocal attempts
             # a judge in the process has no I/O to wait on: a concurrency limit only costs
-            async with _NO_LIMIT if self._in_process else self.limiter:
+            async with _NO_LIMIT if self.in_process else self.limiter:
                 attempts += 1
                 self.stats.evaluator_calls += 1
                 return await self.evaluator.judge(request)
