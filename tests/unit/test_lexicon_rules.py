@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
@@ -409,3 +412,20 @@ def test_a_long_argument_is_one_grade_more_confident() -> None:
     assert base < 5 and ct(at_length)["score"] == base + 1
     shorter = step * (LEX.elaboration_sentences // 2 - 1)
     assert ct(shorter)["score"] == confidence_tone(plain, shorter, {})["score"]
+
+
+# The tokenizer's definition: runs of letters and digits (any script), "_" between them,
+# apostrophes kept inside a word. ``tokenize`` reaches it by a faster route; they must agree.
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("ab_Z9 '\u2019-.é\u00a0\u0661ßİ\n\t{}\":")), max_size=60)
+)
+def test_tokenize_is_the_word_regex_stemmed(text: str) -> None:
+    assert tokenize(text) == tuple(stem(w) for w in _WORD.findall(text))
+
+
+def test_an_underscore_splits_words_and_an_apostrophe_joins_them() -> None:
+    assert tokenize('{"external_influence": "didn\u2019t"}') == ("external", "influenc", "didn't")

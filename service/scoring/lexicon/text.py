@@ -25,8 +25,9 @@ __all__ = [
     "tokenize",
 ]
 
-# Words, keeping in-word apostrophes ("didn't", "radiologist's"); "_" splits JSON keys.
-_TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+# Words, keeping in-word apostrophes ("didn't", "radiologist's"); "_" splits JSON keys, so
+# ``tokenize`` turns it into a space first: a plain ``\w`` matches twice as fast as ``[^\W_]``.
+_TOKEN = re.compile(r"\w+(?:['\u2019]\w+)*")
 # Where a sentence ends: tags, newlines (also escaped ones inside JSON strings), JSON string
 # delimiters next to structural characters, and end punctuation followed by a space (the
 # punctuation stays in the sentence: the cut is at the ``gap`` group). Every branch starts with
@@ -100,6 +101,8 @@ _STEMS = _StemMemo()
 
 def tokenize(text: str) -> tuple[str, ...]:
     """The stems of the words of ``text``, in order."""
+    if "_" in text:
+        text = text.replace("_", " ")
     return tuple(map(_STEMS.__getitem__, _TOKEN.findall(text)))
 
 
