@@ -222,7 +222,12 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
             (
                 "Offline lexicon judge, 1 core, full score path, 3 metrics, ~3 KB CoTs",
                 f"{lexicon['items_per_s']:,.0f} items/s ({lexicon['items_per_cpu_s']:,.0f} per "
-                "CPU-s)",
+                "CPU-s)"
+                + (
+                    f"; {ref['ratio_cpu']:.2f}x {ref['rev']} in the same run"
+                    if (ref := lexicon.get("reference"))
+                    else ""
+                ),
                 f"≥ {lexicon['target_items_per_s']:,.0f} items/s",
                 _verdict(lexicon["meets_target"]),
             )
