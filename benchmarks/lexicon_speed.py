@@ -13,10 +13,11 @@ CPU time (the cost on one core; on a shared machine whose other processes compet
 the wall-clock figure also counts the time spent waiting for it, so both are recorded with the
 load average).
 
-Items/s from different machines do not compare (the same code has measured 330 to 630 on the
-2-vCPU machines this project runs on). ``--reference REV`` measures the code of another git
-revision too, with the same interpreter, packages and items, alternating with this tree for
-``--rounds`` rounds, and reports the ratio of the medians: a figure that holds across machines.
+Items/s from different machines do not compare (one revision has measured 570 items/s on one of
+this project's 2-vCPU machines and under 420 on another). ``--reference REV`` measures the code
+of another git revision too, with the same interpreter, packages and items, alternating with
+this tree for ``--rounds`` rounds, and reports the ratio of the medians: a figure that holds
+across machines.
 
 Run: ``python -m benchmarks.lexicon_speed [--items N] [--repeats R] [--reference REV]``.
 """
