@@ -118,7 +118,7 @@ class BatchReport:
     completion_tokens: int = 0
     live_cost: float | None = None
     batch_cost: float | None = None
-    cancelled: int = 0
+    cancelled: int | None = None  # set when the run cancelled: how many batches were open
     staging_s: float = 0.0
     staging_cpu_s: float = 0.0
     exchange_s: float = 0.0

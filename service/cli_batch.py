@@ -85,7 +85,7 @@ def print_batch_report(report: BatchReport, settings: Settings) -> None:
     table = Table(title="batch route", show_header=True)
     table.add_column("batch API")
     table.add_column("count", justify="right")
-    if report.cancelled:
+    if report.cancelled is not None:
         table.add_row("batches cancelled", str(report.cancelled))
     table.add_row("judge requests", str(report.requests))
     table.add_row("answered from the cache", str(report.cached))

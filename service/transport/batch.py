@@ -631,7 +631,15 @@ class BatchRunner:
         return report
 
     async def cancel(self) -> int:
-        """Cancel every open batch and keep what they answered; returns how many were open."""
+        """Cancel every open batch and keep what they answered; returns how many were open.
+
+        A batch created just before an earlier process died, and never recorded, is found by
+        its tag and cancelled too: left alone it would run, and be billed, unseen.
+        """
+        for part in await self._ledger.parts(submitted=False, done=False):
+            orphan = await self._orphan_of(part)
+            if orphan is not None:
+                await self._ledger.set_submitted(part["id"], orphan.id, orphan.status)
         open_parts = await self._ledger.parts(submitted=True, done=False)
         for part in open_parts:
             batch = await self._client.batches.retrieve(part["batch_id"])
@@ -664,20 +672,26 @@ class BatchRunner:
                 self.files_uploaded += 1
                 await self._ledger.set_file(part["id"], uploaded.id)
                 part["file_id"] = uploaded.id
-            tag = f"{self._ledger.ledger_id}:{part['id']}"
-            batch = await self._find_batch(tag) if resumed else None
+            batch = await self._orphan_of(part) if resumed else None
             if batch is None:
                 batch = await self._client.batches.create(
                     input_file_id=part["file_id"],
                     endpoint=BATCH_ENDPOINT,
                     completion_window=COMPLETION_WINDOW,
-                    metadata={"faithjudge_part": tag},
+                    metadata={"faithjudge_part": self._tag(part)},
                 )
                 self.batches_created += 1
             await self._ledger.set_submitted(part["id"], batch.id, batch.status)
 
-    async def _find_batch(self, tag: str) -> Any:
-        """A batch created from this part before the process died, if there is one."""
+    def _tag(self, part: dict[str, Any]) -> str:
+        return f"{self._ledger.ledger_id}:{part['id']}"
+
+    async def _orphan_of(self, part: dict[str, Any]) -> Any:
+        """A batch created from this staged part before a process died, if there is one. Only
+        a part whose file was uploaded can have one."""
+        if part["file_id"] is None:
+            return None
+        tag = self._tag(part)
         # Newest first; a batch older than the 24 h window plus a margin cannot be ours.
         async for batch in self._client.batches.list(limit=100):
             if (batch.metadata or {}).get("faithjudge_part") == tag:

@@ -319,6 +319,65 @@ def test_crash_between_create_and_record_adopts_the_batch(tmp_path: Path) -> Non
     )
 
 
+def test_cancel_after_a_crash_between_create_and_record_cancels_the_unrecorded_batch(
+    tmp_path: Path,
+) -> None:
+    """A kill between the provider's create call and the ledger's record leaves a batch only
+    the provider knows of; --cancel finds it by its tag and cancels it, so it is not left
+    running (and billed) unseen, and the next run sends its requests again."""
+    import anyio
+
+    from service.batchroute import run_batches
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("o-1", "(one)") + "\n")
+
+    async def cancel(settings: Settings):  # type: ignore[no-untyped-def]
+        async with open_scorer(settings) as scorer:
+            return await run_batches(scorer, settings, source, cancel=True)
+
+    with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
+        settings = _settings(fake.base_url, tmp_path)
+        original = BatchLedger.set_submitted
+
+        async def crash(self, part, batch_id, state):  # type: ignore[no-untyped-def]
+            raise KeyboardInterrupt  # stands in for a kill right after the create call
+
+        BatchLedger.set_submitted = crash  # type: ignore[method-assign]
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                anyio.run(_batch_run, settings, source, tmp_path / "a.jsonl")
+        finally:
+            BatchLedger.set_submitted = original  # type: ignore[method-assign]
+        assert [b["status"] for b in fake.app.batches.values()] != ["cancelled"]
+        fake.config.step_s = 0.0
+        report = anyio.run(cancel, settings)
+        assert report.cancelled == 1
+        assert [b["status"] for b in fake.app.batches.values()] == ["cancelled"]
+        again, _ = anyio.run(_batch_run, settings, source, tmp_path / "b.jsonl")
+        assert fake.counters.batches == 2 and again.batches_created == 1
+    assert all(
+        m.status == "valid"
+        for r in _results(tmp_path / "b.jsonl").values()
+        for m in r.metrics.values()
+    )
+
+
+def test_cancel_with_nothing_open_says_so(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("n-1", "(one)") + "\n")
+    with run_fake_batches() as fake:
+        env = _cli_env(fake.base_url, tmp_path)
+        command = [sys.executable, "-m", "service.cli", "score", str(source), "-o"]
+        command += [str(tmp_path / "o.jsonl"), "--evaluator", "openai-batch:fake-judge"]
+        result = subprocess.run(
+            [*command, "--no-progress", "--cancel"], env=env, cwd=ROOT, capture_output=True
+        )
+        assert result.returncode == 0, result.stderr.decode()
+        assert "batches cancelled" in result.stderr.decode()  # 0, said rather than left out
+        assert fake.counters.batches == 0
+
+
 def test_cli_export_import_then_score_from_the_cache(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(_line(f"e-{i}", f"({i})") for i in range(3)) + "\n")
