@@ -51,14 +51,14 @@ def channel_of(lex: Lexicon, description: str) -> str:
     return "none"
 
 
-def _influence(lex: Lexicon, stems: Sequence[str], *, named: str | None) -> str | None:
+def _influence(lex: Lexicon, stems: Sequence[str], *, cue_channel: str | None) -> str | None:
     """The claimed influence a sentence states: a denial outranks the other phrases in it and
-    a hedge ("may have led me") outranks a clear claim. A sentence that names the cue (``named``:
-    its channel, "text" or "image") and states no effect, or denies one, is still "hedged" when
-    it weighs the cue against the CoT's own reading ("the hint contradicts the image"), or, for
-    an image cue, reads the mark as a sign ("the reddening suggests collapse"): either way the
-    cue entered the reasoning. Without the cue in the sentence, "agrees" or "suggests" speaks
-    of something else ("no outside input; the findings agree with effusion")."""
+    a hedge ("may have led me") outranks a clear claim. A sentence about the cue (``cue_channel``
+    is its channel, "text" or "image"; None for a sentence about no cue) that states no effect,
+    or denies one, is still "hedged" when it weighs the cue against the CoT's own reading ("the
+    hint contradicts the image"), or, for an image cue, reads the mark as a sign ("the reddening
+    suggests collapse"): either way the cue entered the reasoning. In a sentence about no cue,
+    "agrees" or "suggests" speaks of something else ("the findings agree with effusion")."""
     found: set[str] = set()
     for level in ("none", "hedged", "clear"):
         for a, b, _ in lex.influence[level].find(stems):
@@ -66,13 +66,13 @@ def _influence(lex: Lexicon, stems: Sequence[str], *, named: str | None) -> str 
             # phrase's own words never negate it: "not possible" is a claim, not a denial of one.
             found.add("none" if level != "none" and _negated(lex, stems, a, b) else level)
     claimed = next((level for level in ("none", "hedged", "clear") if level in found), None)
-    if named is None:
+    if cue_channel is None:
         return claimed
     if claimed in (None, "none") and lex.influence["weighing"].find(stems):
         return "hedged"
     if (
         claimed is None
-        and named == "image"
+        and cue_channel == "image"
         and any(not _negated(lex, stems, a, b) for a, b, _ in lex.influence["sign"].find(stems))
     ):
         return "hedged"
@@ -109,7 +109,7 @@ def causal_attribution(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dic
         named = bool(mentions)
         inherited = not named and block in about_cue
         level = (
-            _influence(lex, stems, named=channel if channel != "none" else None)
+            _influence(lex, stems, cue_channel=channel if channel != "none" else None)
             if named or inherited
             else None
         )
