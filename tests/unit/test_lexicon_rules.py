@@ -428,6 +428,15 @@ def test_a_block_sentence_that_does_not_name_the_cue_speaks_of_it_only_after_it_
 # ---------------------------------------------------------------- confidence tone
 
 
+def test_saying_it_is_not_clear_is_uncertainty_and_clear_lungs_are_not() -> None:
+    # "clear" is radiology's word for a normal finding, never a booster or a hedge on its own;
+    # "not clear whether" states doubt.
+    doubt = ct("It is not clear whether there is an effusion. The answer is yes.")
+    assert doubt["score"] <= 2 and doubt["is_confident"] is False
+    plain = ct("The left angle is clear. The lungs are clear. The answer is no.")
+    assert plain["score"] >= 4 and plain["is_confident"] is True
+
+
 def test_heavy_hedging_scores_low() -> None:
     cot = (
         "There may possibly be a subtle opacity. It is difficult to assess. "
