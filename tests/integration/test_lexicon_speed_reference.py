@@ -57,6 +57,12 @@ def test_reference_revision_is_measured_alternately_and_removed(
     assert len(reference["items_per_cpu_s_rounds"]) == 2
     assert len(reference["this_tree_items_per_cpu_s_rounds"]) == 2
     assert reference["ratio_cpu"] > 0 and reference["ratio_wall"] > 0
+    assert reference["this_tree_best_items_per_cpu_s"] >= max(
+        reference["this_tree_items_per_cpu_s_rounds"]
+    )
+    assert reference["ratio_best_cpu"] == pytest.approx(
+        reference["this_tree_best_items_per_cpu_s"] / reference["best_items_per_cpu_s"], rel=1e-2
+    )
     assert _worktrees() == before  # the checkout is gone again
 
 
