@@ -224,7 +224,8 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
                 f"{lexicon['items_per_s']:,.0f} items/s ({lexicon['items_per_cpu_s']:,.0f} per "
                 "CPU-s)"
                 + (
-                    f"; {ref['ratio_cpu']:.2f}x {ref['rev']} in the same run"
+                    f"; {ref['ratio_cpu']:.2f}x {ref['rev']} in the same run (best repeats "
+                    f"{ref['ratio_best_cpu']:.2f}x)"
                     if (ref := lexicon.get("reference"))
                     else ""
                 ),
