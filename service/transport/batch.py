@@ -636,10 +636,9 @@ class BatchRunner:
         A batch created just before an earlier process died, and never recorded, is found by
         its tag and cancelled too: left alone it would run, and be billed, unseen.
         """
-        for part in await self._ledger.parts(submitted=False, done=False):
-            orphan = await self._orphan_of(part)
-            if orphan is not None:
-                await self._ledger.set_submitted(part["id"], orphan.id, orphan.status)
+        staged = await self._ledger.parts(submitted=False, done=False)
+        for part_id, orphan in (await self._unrecorded_batches(staged)).items():
+            await self._ledger.set_submitted(part_id, orphan.id, orphan.status)
         open_parts = await self._ledger.parts(submitted=True, done=False)
         for part in open_parts:
             batch = await self._client.batches.retrieve(part["batch_id"])
@@ -663,17 +662,19 @@ class BatchRunner:
     # ----------------------------------------------------------------- submission
 
     async def _submit_staged(self) -> None:
-        for part in await self._ledger.parts(submitted=False, done=False):
-            # Only a part uploaded by an earlier process can have a batch we never recorded.
-            resumed = part["file_id"] is not None
-            if not resumed:
-                async with self._ledger.open_part(part) as (name, handle):
-                    uploaded = await self._client.files.create(file=(name, handle), purpose="batch")
-                self.files_uploaded += 1
-                await self._ledger.set_file(part["id"], uploaded.id)
-                part["file_id"] = uploaded.id
-            batch = await self._orphan_of(part) if resumed else None
+        staged = await self._ledger.parts(submitted=False, done=False)
+        adopted = await self._unrecorded_batches(staged)
+        for part in staged:
+            batch = adopted.get(part["id"])
             if batch is None:
+                if part["file_id"] is None:
+                    async with self._ledger.open_part(part) as (name, handle):
+                        uploaded = await self._client.files.create(
+                            file=(name, handle), purpose="batch"
+                        )
+                    self.files_uploaded += 1
+                    await self._ledger.set_file(part["id"], uploaded.id)
+                    part["file_id"] = uploaded.id
                 batch = await self._client.batches.create(
                     input_file_id=part["file_id"],
                     endpoint=BATCH_ENDPOINT,
@@ -686,19 +687,22 @@ class BatchRunner:
     def _tag(self, part: dict[str, Any]) -> str:
         return f"{self._ledger.ledger_id}:{part['id']}"
 
-    async def _orphan_of(self, part: dict[str, Any]) -> Any:
-        """A batch created from this staged part before a process died, if there is one. Only
-        a part whose file was uploaded can have one."""
-        if part["file_id"] is None:
-            return None
-        tag = self._tag(part)
+    async def _unrecorded_batches(self, staged: list[dict[str, Any]]) -> dict[Any, Any]:
+        """Batches created from these staged parts before a process died and never recorded,
+        by part id, from one listing of the provider's batches. Only a part whose file an
+        earlier process uploaded can have one."""
+        wanted = {self._tag(part): part["id"] for part in staged if part["file_id"] is not None}
+        found: dict[Any, Any] = {}
+        if not wanted:
+            return found
         # Newest first; a batch older than the 24 h window plus a margin cannot be ours.
         async for batch in self._client.batches.list(limit=100):
-            if (batch.metadata or {}).get("faithjudge_part") == tag:
-                return batch
-            if time.time() - batch.created_at > 2 * 24 * 3600:
-                return None
-        return None
+            part_id = wanted.pop((batch.metadata or {}).get("faithjudge_part", ""), None)
+            if part_id is not None:
+                found[part_id] = batch
+            if not wanted or time.time() - batch.created_at > 2 * 24 * 3600:
+                break
+        return found
 
     # ----------------------------------------------------------------- collection
 

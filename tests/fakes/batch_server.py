@@ -74,6 +74,7 @@ class FakeBatchConfig:
 class FakeBatchCounters:
     files: int = 0
     batches: int = 0
+    listings: int = 0  # GET /v1/batches pages served
     lines: int = 0
     chat_calls: int = 0
     by_custom_id: Counter[str] = field(default_factory=Counter)
@@ -297,6 +298,7 @@ class FakeBatchApp:
         return JSONResponse(_public(batch))
 
     async def listing(self, request: Request) -> Response:
+        self.counters.listings += 1
         limit = int(request.query_params.get("limit", "20"))
         after = request.query_params.get("after")
         ordered = sorted(self.batches.values(), key=lambda b: b["_since"], reverse=True)

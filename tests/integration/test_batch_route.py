@@ -351,8 +351,10 @@ def test_cancel_after_a_crash_between_create_and_record_cancels_the_unrecorded_b
             BatchLedger.set_submitted = original  # type: ignore[method-assign]
         assert [b["status"] for b in fake.app.batches.values()] != ["cancelled"]
         fake.config.step_s = 0.0
+        listings = fake.counters.listings
         report = anyio.run(cancel, settings)
         assert report.cancelled == 1
+        assert fake.counters.listings == listings + 1  # one listing finds every unrecorded batch
         assert [b["status"] for b in fake.app.batches.values()] == ["cancelled"]
         again, _ = anyio.run(_batch_run, settings, source, tmp_path / "b.jsonl")
         assert fake.counters.batches == 2 and again.batches_created == 1
