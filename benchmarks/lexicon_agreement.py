@@ -45,12 +45,12 @@ __all__ = [
     "DEVELOPED_ON",
     "lexicon_without",
     "main",
+    "meets_targets",
     "render_strict_table",
     "render_table",
     "score_reader_study",
     "split_halves",
     "strict_results",
-    "strict_summary",
 ]
 
 NAME = "lexicon_agreement"
@@ -148,39 +148,25 @@ def strict_results(reader_study: Path, halves: dict[str, list[str]], tmp: Path) 
     return pd.concat(frames, ignore_index=True)
 
 
-def strict_summary(axes: dict[str, HalfAxis]) -> dict[str, Any]:
-    """Per targeted axis: each direction's tau-b on the half it judges and the mean, with CIs."""
-    other = {"A": "B", "B": "A"}
-
-    def estimate(axis: str, half: str) -> dict[str, float | None]:
-        t = axes[axis].halves[half]
-        return {"tau": t.tau, "low": t.low, "high": t.high}
-
-    return {
-        "directions": {
-            f"{other[judged]}->{judged}": {a: estimate(a, judged) for a in TARGETS}
-            for judged in ("B", "A")
-        },
-        "mean": {
-            a: {"tau": axes[a].mean, "low": axes[a].low, "high": axes[a].high} for a in TARGETS
-        },
-    }
-
-
-def render_strict_table(strict: dict[str, Any]) -> str:
-    """Rows: each direction on the half it judges, then their mean; cells with their CIs."""
-
-    def cell(e: dict[str, float | None]) -> str:
-        return _cell(e["tau"], e["low"], e["high"])
-
+def render_strict_table(axes: dict[str, HalfAxis]) -> str:
+    """The strict judge's axes as directions: each half is the one the other half's rules were
+    developed on, then their mean; cells with their CIs."""
     lines = ["| direction | " + " | ".join(TARGETS) + " |", "|---|" + "---|" * len(TARGETS)]
-    for name, estimates in strict["directions"].items():
-        developed, judged = name.split("->")
-        cells = " | ".join(cell(estimates[axis]) for axis in TARGETS)
+    for developed, judged in (("A", "B"), ("B", "A")):
+        halves = (axes[a].halves[judged] for a in TARGETS)
+        cells = " | ".join(_cell(t.tau, t.low, t.high) for t in halves)
         lines.append(f"| developed on {developed}, judged on {judged} | {cells} |")
-    cells = " | ".join(cell(strict["mean"][axis]) for axis in TARGETS)
+    cells = " | ".join(_cell(axes[a].mean, axes[a].low, axes[a].high) for a in TARGETS)
     lines.append(f"| mean | {cells} |")
     return "\n".join(lines)
+
+
+def meets_targets(axes: dict[str, HalfAxis]) -> dict[str, bool]:
+    """Per targeted axis: is the mean of the halves at or above its target?"""
+    return {
+        axis: (mean := axes[axis].mean) is not None and mean >= target
+        for axis, target in TARGETS.items()
+    }
 
 
 def _cell(value: float | None, low: float | None = None, high: float | None = None) -> str:
@@ -240,32 +226,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         load_reader_study(reader_study), judges, halves, B=args.bootstrap, seed=args.seed
     )
     # The strict judge is reported in its own table, not among the judges.
-    strict_judge = next((j for j in report.judges if j.name == STRICT), None)
+    strict = next((j for j in report.judges if j.name == STRICT), None)
     report = report.model_copy(update={"judges": [j for j in report.judges if j.name != STRICT]})
-    strict = None if strict_judge is None else strict_summary(strict_judge.axes)
     table = render_table(report)
     print(table)
     if strict is not None:
         print("\nEach half judged only by the rules it did not shape:\n")
-        print(render_strict_table(strict))
+        print(render_strict_table(strict.axes))
     lexicon = report.judges[0].axes
     payload = {
         "benchmark": NAME,
         "description": __doc__.splitlines()[0],
         "evaluator": args.evaluator,
         "targets_mean_of_halves": TARGETS,
-        "meets_targets": {
-            axis: (lexicon[axis].mean is not None and lexicon[axis].mean >= target)
-            for axis, target in TARGETS.items()
-        },
+        "meets_targets": meets_targets(lexicon),
         "report": report.model_dump(mode="json", exclude={"halves"}),
-        "strict": strict,
-        "meets_targets_strict": None
-        if strict is None
-        else {
-            axis: (tau := strict["mean"][axis]["tau"]) is not None and tau >= target
-            for axis, target in TARGETS.items()
-        },
+        "strict": None if strict is None else strict.model_dump(mode="json"),
+        "meets_targets_strict": None if strict is None else meets_targets(strict.axes),
         "items_per_half": {h: len(items) for h, items in report.halves.items()},
         "table_md": table,
         "machine": machine_facts(),

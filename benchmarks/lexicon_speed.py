@@ -100,17 +100,17 @@ class _Run(NamedTuple):
 
 def _measure(source: Path, tmp: Path, repeats: int) -> _Run:
     settings = Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
-    run = _Run([], [], Counter())
+    seconds: list[float] = []
+    cpu_seconds: list[float] = []
+    statuses: Counter[str] = Counter()
     for repeat in range(repeats):
         output = tmp / f"out-{repeat}.jsonl"
         clear_memos()  # every repeat starts cold (a fresh scorer, no sentence memos)
         elapsed, cpu, statuses = anyio.run(_run, settings, source, output)
-        run.seconds.append(elapsed)
-        run.cpu_seconds.append(cpu)
-        run.statuses.clear()
-        run.statuses.update(statuses)
+        seconds.append(elapsed)
+        cpu_seconds.append(cpu)
         output.unlink()
-    return run
+    return _Run(seconds, cpu_seconds, statuses)  # the statuses of the last repeat
 
 
 def _measure_reference(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
