@@ -26,6 +26,7 @@ from service.scoring.lexicon import (
     stem,
     tokenize,
 )
+from service.scoring.lexicon.text import _BOUNDARY
 from service.scoring.modifications import NO_CUE_DESCRIPTION
 
 LEX: Lexicon = load_lexicon(DEFAULT_LEXICON_DIR)[0]
@@ -482,6 +483,34 @@ _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 )
 def test_tokenize_is_the_word_regex_stemmed(text: str) -> None:
     assert tokenize(text) == tuple(stem(w) for w in _WORD.findall(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abZ9_ '.-,\n\t\"")), max_size=60))
+def test_tokenize_ascii_route_is_the_word_regex_stemmed(text: str) -> None:
+    assert tokenize(text) == tuple(stem(w) for w in _WORD.findall(text))
+
+
+# Where a sentence ends, written as one branch per kind of boundary; ``_BOUNDARY`` states the
+# same with a leading character class, which the engine scans faster. They must agree.
+_BOUNDARY_DEFINITION = re.compile(
+    r"<[^<>\n]{0,40}>"
+    r"|\\n|\n"
+    r"|[.!?](?P<gap>[\"')\]]*\s+)"
+    r"|\"\s*[:,\]}]|[\[{,:]\s*\""
+    r"|[{}\[\]]"
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("<>\\n\n.!?\"')]} \t[{,:ax\u00a0\u2028")), max_size=48)
+)
+def test_sentence_boundaries_match_their_definition(text: str) -> None:
+    def cuts(pattern: re.Pattern[str]) -> list[tuple[int, int, int]]:
+        return [(m.start(), m.end(), m.start("gap")) for m in pattern.finditer(text)]
+
+    assert cuts(_BOUNDARY) == cuts(_BOUNDARY_DEFINITION)
 
 
 def test_an_underscore_splits_words_and_an_apostrophe_joins_them() -> None:

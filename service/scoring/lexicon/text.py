@@ -30,14 +30,17 @@ __all__ = [
 _TOKEN = re.compile(r"\w+(?:['\u2019]\w+)*")
 # Where a sentence ends: tags, newlines (also escaped ones inside JSON strings), JSON string
 # delimiters next to structural characters, and end punctuation followed by a space (the
-# punctuation stays in the sentence: the cut is at the ``gap`` group). Every branch starts with
-# a character from a small set, so the engine skips ahead to candidates.
+# punctuation stays in the sentence: the cut is at the ``gap`` group). The pattern opens with
+# the class of every character a boundary can start with and tells the kinds apart by a
+# lookbehind on it: a pattern that starts with a class lets the engine skip to candidates in
+# C, where an alternation of branches would be tried at every position.
 _BOUNDARY = re.compile(
-    r"<[^<>\n]{0,40}>"
-    r"|\\n|\n"
-    r"|[.!?](?P<gap>[\"')\]]*\s+)"
-    r"|\"\s*[:,\]}]|[\[{,:]\s*\""
-    r"|[{}\[\]]"
+    r"[<\\\n.!?\"\[\]{},:]"
+    r"(?:(?<=<)[^<>\n]{0,40}>"
+    r"|(?<=\\)n|(?<=\n)"
+    r"|(?<=[.!?])(?P<gap>[\"')\]]*\s+)"
+    r"|(?<=\")\s*[:,\]}]|(?<=[\[{,:])\s*\""
+    r"|(?<=[{}\[\]]))"
 )
 _LETTERS = re.compile(r"[^\W\d_]{2,}")
 
@@ -101,9 +104,27 @@ _STEMS = _StemMemo()
 
 def tokenize(text: str) -> tuple[str, ...]:
     """The stems of the words of ``text``, in order."""
-    if "_" in text:
-        text = text.replace("_", " ")
-    return tuple(map(_STEMS.__getitem__, _TOKEN.findall(text)))
+    if not text.isascii():
+        if "_" in text:
+            text = text.replace("_", " ")
+        return tuple(map(_STEMS.__getitem__, _TOKEN.findall(text)))
+    # ASCII (nearly every sentence): one table pass and a split find the same words as
+    # ``_TOKEN`` four times as fast; only a chunk holding an apostrophe needs the pattern.
+    words = text.translate(_ASCII_WORDS).split()
+    if "'" in text:
+        words = [w for chunk in words for w in (_TOKEN.findall(chunk) if "'" in chunk else [chunk])]
+    return tuple(map(_STEMS.__getitem__, words))
+
+
+# Letters and digits lowercased (stems are lowercase), apostrophes kept, any other ASCII
+# character a space.
+_ASCII_WORDS = str.maketrans(
+    {
+        **{chr(c): " " for c in range(128)},
+        **{c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"},
+        "'": "'",
+    }
+)
 
 
 @lru_cache(maxsize=64)
