@@ -146,6 +146,13 @@ class Scorer:
     def knowledge_base(self) -> KnowledgeBase | None:
         return self._kb
 
+    def items_at_once(self, requested: int) -> int:
+        """How many items are worth scoring at once: ``requested`` for a judge behind the
+        network, one for a judge in the process, which has no call to overlap (more items in
+        flight would only hold more of them in memory, cooling the CPU caches and giving the
+        garbage collector more to walk)."""
+        return 1 if self._caller.in_process else max(1, requested)
+
     async def score(self, request: ScoreRequest, *, line: int | None = None) -> ItemResult:
         """Score one request; problems of the item become failures in the result, not raises."""
         try:

@@ -178,17 +178,19 @@ async def score_file(
 ) -> RunSummary:
     """Score every line of ``source`` into ``output`` (appending; skips lines already there).
 
-    At most ``concurrency`` items are scored at once and at most ``4 × concurrency`` results wait
-    for an earlier line, so memory stays bounded whatever the file size.
+    At most ``concurrency`` items are scored at once (one for a judge in the process:
+    ``Scorer.items_at_once``) and at most ``4 × concurrency`` results wait for an earlier line,
+    so memory stays bounded whatever the file size.
     """
+    concurrency = scorer.items_at_once(concurrency)
     if not source.is_file():  # noqa: ASYNC240 - a stat before any work starts
         raise UserInputError(f"input file not found: {source}", field="input")
     done = _done_lines(output)
     summary = RunSummary(skipped=0)
-    window = anyio.Semaphore(max(1, 4 * concurrency))
+    window = anyio.Semaphore(4 * concurrency)
     pending: dict[int, bytes] = {}
     order: deque[int] = deque()  # line numbers in read order, not yet written
-    send, receive = anyio.create_memory_object_stream[tuple[int, bytes]](max(1, concurrency))
+    send, receive = anyio.create_memory_object_stream[tuple[int, bytes]](concurrency)
     output.parent.mkdir(parents=True, exist_ok=True)
 
     with output.open("ab") as sink:
@@ -237,7 +239,7 @@ async def score_file(
             async with anyio.create_task_group() as group:
                 group.start_soon(produce)
                 with receive:
-                    for _ in range(max(1, concurrency)):
+                    for _ in range(concurrency):
                         group.start_soon(work, receive.clone())
         except BaseExceptionGroup as group:
             # A run stopped on purpose (the judge is unreachable) says why, not "task group".

@@ -1,10 +1,11 @@
 """The batch worker: claims lines from the job store, scores them, writes results in batches.
 
 One worker per process drives the same ``Scorer`` as ``faithjudge score``: up to
-``settings.concurrency`` lines are scored at once (their evaluator calls share the scorer's
-limiter), claims are topped up before the scorers run dry, and results are committed every
-``commit_every`` lines or ``commit_interval_s`` seconds, whichever comes first. Leases are
-renewed while lines are held, so only the lines of a process that died are taken over.
+``settings.concurrency`` lines are scored at once (one for a judge in the process; their
+evaluator calls share the scorer's limiter), claims are topped up before the scorers run dry,
+and results are committed every ``commit_every`` lines or ``commit_interval_s`` seconds,
+whichever comes first. Leases are renewed while lines are held, so only the lines of a process
+that died are taken over.
 
 On the batch route (``openai-batch:MODEL``) a job's lines are claimed only once its provider
 phase (``service.jobs.provider_phase``) has sent its judge requests through the Batch API and
@@ -72,9 +73,9 @@ class Worker:
         self.owner = f"w_{uuid.uuid4().hex[:24]}"
         self._settings = settings
         self._on_result = on_result
-        self._concurrency = settings.concurrency
+        self._concurrency = scorer.items_at_once(settings.concurrency)
         # claimed but not yet committed: bounded so memory and leases stay small
-        self._max_held = 2 * settings.concurrency + settings.claim_size
+        self._max_held = 2 * self._concurrency + settings.claim_size
         self._held = 0
         self._done: list[DoneLine] = []
         self._wake = anyio.Event()

@@ -165,3 +165,18 @@ def test_cli_missing_input_file_exits_3(tmp_path: Path) -> None:
     )
     assert result.exit_code == 3
     assert "not found" in result.output
+
+
+async def test_a_judge_in_the_process_scores_one_item_at_a_time(tmp_path: Path) -> None:
+    # Nothing to overlap: more items in flight would only hold more of them in memory.
+    async with open_scorer(_settings(tmp_path)) as scorer:
+        assert scorer.items_at_once(32) == 1
+    remote = Settings(
+        evaluator="openai:fake-judge",
+        openai_base_url="http://127.0.0.1:9/v1",
+        openai_api_key="test-key",
+        data_dir=tmp_path / "remote",
+    )
+    async with open_scorer(remote) as scorer:
+        assert scorer.items_at_once(32) == 32
+        assert scorer.items_at_once(0) == 1
