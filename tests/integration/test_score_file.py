@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -180,3 +181,10 @@ async def test_a_judge_in_the_process_scores_one_item_at_a_time(tmp_path: Path) 
     async with open_scorer(remote) as scorer:
         assert scorer.items_at_once(32) == 32
         assert scorer.items_at_once(0) == 1
+
+
+async def test_an_open_scorer_keeps_its_startup_heap_out_of_the_collector(tmp_path: Path) -> None:
+    before = gc.get_freeze_count()
+    async with open_scorer(_settings(tmp_path)):
+        assert gc.get_freeze_count() > before  # the lexicon, KB and modules: never walked again
+    assert gc.get_freeze_count() == 0  # handed back on close: its garbage is collected as usual
