@@ -30,7 +30,7 @@ from service.scoring.lexicon.verdict import abstain, verdict
 
 __all__ = ["clinical_fidelity", "concept_credits", "finding_statements"]
 
-_MEMO_MAX = 1 << 13
+_MEMO_MAX = 1 << 11  # as the sentence memos of ``text``
 _EPS = 1e-9  # 0.3 + 0.35 must reach a 0.65 threshold despite binary floating point
 
 

@@ -170,7 +170,11 @@ _TRIM = " \t\r\n\"'`*#-\u00a0"
 # examine the chest X-ray") gets the same stems tuple, so every per-sentence memo keyed by
 # that tuple's identity (the scanner's, the fidelity rules') answers it without new work.
 _WORDS: dict[str, tuple[tuple[str, ...], frozenset[str]] | None] = {}
-_WORDS_MAX = 1 << 14
+# Memo sizes: enough for every sentence of an item and the boilerplate of recent ones; a
+# larger memo found few more repeats, and every entry is one more object that each full
+# garbage collection walks.
+_WORDS_MAX = 1 << 12
+_SCAN_MEMO_MAX = 1 << 11
 
 
 _PLACEHOLDERS = frozenset({"n/a", "na", "none", "null", "todo", "tbd", "...", "placeholder"})
@@ -262,7 +266,7 @@ class Scanner:
             for category, number in single:
                 if done is None or category not in done:
                     hits.setdefault(category, []).append((i, i + 1, number))
-        if len(self._memo) >= 8192:
+        if len(self._memo) >= _SCAN_MEMO_MAX:
             self._memo.clear()
         self._memo[id(key)] = (key, hits)
         return hits
