@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from service.scoring.normalize import normalize_text
@@ -341,7 +343,8 @@ def _clean(raw: str) -> str:
     return text
 
 
-def _phrases(spec: QuestionSpec) -> dict[str, str]:
+@lru_cache(maxsize=256)
+def _phrases(spec: QuestionSpec) -> Mapping[str, str]:
     """Every phrase that stands for an option of ``spec``, mapped to that option."""
     table = {option: option for option in spec.options}
     for phrase, option in _SYNONYMS:
@@ -356,6 +359,7 @@ def _mentions(text: str, phrase: str) -> bool:
     return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", text) is not None
 
 
+@lru_cache(maxsize=1024)  # the same few answers recur on every item of a question
 def normalize_answer(raw: str | None, spec: QuestionSpec) -> str | None:
     """Map raw answer text to one of ``spec.options``, or None when it cannot be read.
 
