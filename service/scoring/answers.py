@@ -80,6 +80,7 @@ def _infer_kind(options: tuple[str, ...]) -> QuestionKind | None:
     return "spatial"
 
 
+@lru_cache(maxsize=1024)  # a run asks the same few questions again and again
 def parse_question(question: str, question_type: str | None = None) -> QuestionSpec:
     """Split a question into stem and trailing option list, and settle its kind.
 
