@@ -82,12 +82,16 @@ async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIt
         # lives as long as the scorer: out of the cyclic collector's reach, a full collection
         # no longer walks it again each time the per-item memos grow (a tenth of a lexicon
         # run's time before). Handed back on close, so whatever of it turns to garbage then
-        # is collected as usual.
-        gc.freeze()
+        # is collected as usual. A heap someone else froze (an enclosing scorer, a host
+        # application before it forks) is theirs to hand back: left alone.
+        owns_freeze = gc.get_freeze_count() == 0
+        if owns_freeze:
+            gc.freeze()
         try:
             yield scorer
         finally:
-            gc.unfreeze()
+            if owns_freeze:
+                gc.unfreeze()
     finally:
         if cache is not None:
             cache.close()

@@ -184,7 +184,11 @@ async def test_a_judge_in_the_process_scores_one_item_at_a_time(tmp_path: Path) 
 
 
 async def test_an_open_scorer_keeps_its_startup_heap_out_of_the_collector(tmp_path: Path) -> None:
-    before = gc.get_freeze_count()
+    assert gc.get_freeze_count() == 0
     async with open_scorer(_settings(tmp_path)):
-        assert gc.get_freeze_count() > before  # the lexicon, KB and modules: never walked again
+        frozen = gc.get_freeze_count()
+        assert frozen > 0  # the lexicon, KB and modules: never walked again
+        async with open_scorer(_settings(tmp_path / "inner")):
+            pass
+        assert gc.get_freeze_count() == frozen  # an inner scorer leaves the outer's heap frozen
     assert gc.get_freeze_count() == 0  # handed back on close: its garbage is collected as usual
