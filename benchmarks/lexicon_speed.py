@@ -83,7 +83,8 @@ def _write_requests(path: Path, items: int, seed: int) -> float:
 async def _run(settings: Settings, source: Path, output: Path) -> tuple[float, float, Counter[str]]:
     async with open_scorer(settings) as scorer:
         start, cpu_start = time.perf_counter(), time.process_time()
-        summary = await score_file(scorer, source, output, concurrency=32)
+        # as the CLI passes it (the scorer then takes one item at a time for this judge)
+        summary = await score_file(scorer, source, output, concurrency=settings.concurrency)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return (
         elapsed,
