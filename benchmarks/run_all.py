@@ -257,18 +257,30 @@ def table(results: dict[str, dict[str, Any] | None]) -> str:
     return "\n".join(lines)
 
 
+def _machine_line(facts: dict[str, Any]) -> str:
+    return (
+        f"{facts.get('cpu_count')} CPUs ({facts.get('cpu_model')}), Python {facts.get('python')}, "
+        f"{facts.get('platform')}"
+    )
+
+
 def summary_markdown(results: dict[str, dict[str, Any] | None], durations: dict[str, float]) -> str:
-    facts = next((r["machine"] for r in results.values() if r), None) or machine_facts()
+    machines = {name: _machine_line(r.get("machine") or {}) for name, r in results.items() if r}
+    if len(set(machines.values())) > 1:
+        # Results rerun one at a time come from whichever machine ran them; one header would
+        # claim every figure for the first.
+        header = "Machines: more than one; each benchmark's is in the second table."
+    else:
+        header = f"Machine: {next(iter(machines.values()), _machine_line(machine_facts()))}."
     parts = [
         "# Benchmark summary",
         "",
-        f"Machine: {facts.get('cpu_count')} CPUs ({facts.get('cpu_model')}), Python "
-        f"{facts.get('python')}, {facts.get('platform')}.",
+        header,
         "",
         table(results),
         "",
-        "| benchmark | took | load average at start (1/5/15 min) |",
-        "|---|---|---|",
+        "| benchmark | took | load average at start (1/5/15 min) | machine |",
+        "|---|---|---|---|",
     ]
     for name in BENCHMARKS:
         result = results.get(name)
@@ -276,7 +288,9 @@ def summary_markdown(results: dict[str, dict[str, Any] | None], durations: dict[
             continue
         took = durations.get(name, result.get("duration_s"))
         load = (result.get("machine") or {}).get("load_average", result.get("load_average"))
-        parts.append(f"| {name} | {'–' if took is None else f'{took:.0f} s'} | {load} |")
+        parts.append(
+            f"| {name} | {'–' if took is None else f'{took:.0f} s'} | {load} | {machines[name]} |"
+        )
     parts += ["", "Numbers from `benchmarks/results/*.json`; see `benchmarks/README.md`.", ""]
     return "\n".join(parts)
 
