@@ -101,7 +101,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
     for candidate in candidates:
         try:
             data, _ = _DECODER.raw_decode(candidate.strip())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the stack
             continue
         if isinstance(data, dict):
             return data

@@ -122,11 +122,15 @@ def parse_question(question: str, question_type: str | None = None) -> QuestionS
 
 # --- extraction ------------------------------------------------------------------------------
 
-_ANSWER_TAG = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
+# Tags are found one pattern each and paired in Python: a lazy ``<answer>(.*?)</answer>``
+# rescans the rest of the text from every unclosed opening tag (quadratic; 12,000 bare tags took
+# seconds). Likewise an answer line is captured whole and its trailing marks trimmed in Python,
+# since a lazy capture before ``[\s*_]*$`` retries the trailing run from every character.
 _OPEN_ANSWER_TAG = re.compile(r"<answer\s*>", re.IGNORECASE)
+_CLOSE_ANSWER_TAG = re.compile(r"</answer\s*>", re.IGNORECASE)
 _ANSWER_KEY = re.compile(r"""["']answer["']\s*:\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""", re.I)
 _ANSWER_LINE = re.compile(
-    r"^[\s>*#_-]*(?:the\s+)?(?:final\s+)?answer(?:\s+is)?[\s*_]*[:\-–][\s*_]*(\S.*?)[\s*_]*$",
+    r"^[\s>*#_-]*(?:the\s+)?(?:final\s+)?answer(?:\s+is)?[\s*_]*[:\-–][\s*_]*(\S.*)$",
     re.IGNORECASE | re.MULTILINE,
 )
 _ANSWER_KEYS = ("answer", "final_answer", "finalanswer")
@@ -169,11 +173,11 @@ def _json_answer(text: str) -> str | None:
         return None
     try:
         data, _ = _DECODER.raw_decode(text, start)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the interpreter's stack
         end = text.rfind("}")
         try:
             data = json.loads(text[start : end + 1])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     found = _as_text(_find_key(data))
     if found is None and isinstance(data, dict) and len(data) == 1:
@@ -185,8 +189,29 @@ def _json_answer(text: str) -> str | None:
 
 
 def _tag_answer(text: str) -> str | None:
-    for m in reversed(list(_ANSWER_TAG.finditer(text))):
-        inner = m.group(1).strip()
+    """The content of the last non-empty ``<answer>...</answer>`` pair.
+
+    Pairs are taken left to right: the first opening tag after the previous pair, closed by
+    the first closing tag after it.
+    """
+    closes = [(m.start(), m.end()) for m in _CLOSE_ANSWER_TAG.finditer(text)]
+    if not closes:
+        return None
+    pairs: list[tuple[int, int]] = []
+    after = 0  # where the previous pair ended
+    c = 0
+    for opening in _OPEN_ANSWER_TAG.finditer(text):
+        if opening.start() < after:
+            continue
+        inner_start = opening.end()
+        while c < len(closes) and closes[c][0] < inner_start:
+            c += 1
+        if c == len(closes):
+            break
+        pairs.append((inner_start, closes[c][0]))
+        after = closes[c][1]
+    for start, end in reversed(pairs):
+        inner = text[start:end].strip()
         if inner:
             return inner
     return None
@@ -214,7 +239,7 @@ def _open_tag_answer(text: str) -> str | None:
     if not opens:
         return None
     rest = text[opens[-1].end() :]
-    if re.search(r"</answer\s*>", rest, re.IGNORECASE):
+    if _CLOSE_ANSWER_TAG.search(rest):
         return None
     line = rest.strip().split("\n", 1)[0].strip()
     return line or None
@@ -222,7 +247,13 @@ def _open_tag_answer(text: str) -> str | None:
 
 def _line_answer(text: str) -> str | None:
     matches = list(_ANSWER_LINE.finditer(text))
-    return matches[-1].group(1).strip() if matches else None
+    if not matches:
+        return None
+    line = matches[-1].group(1)
+    end = len(line)
+    while end > 1 and (line[end - 1].isspace() or line[end - 1] in "*_"):
+        end -= 1  # trailing markdown emphasis and spaces; the first character always stays
+    return line[:end].strip()
 
 
 def read_answer_field(text: str | None) -> str | None:

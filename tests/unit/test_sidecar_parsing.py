@@ -189,3 +189,9 @@ def test_summary_is_json_ready() -> None:
         "external_influence": True,
         "issues": [],
     }
+
+
+def test_json_nested_past_the_stack_is_read_as_text_not_raised() -> None:
+    parsed = parse_reply('{"think": ' * 5_000 + "\nAnswer: yes", BINARY)
+    assert parsed.answer == "yes"
+    assert parsed.format != "json"
