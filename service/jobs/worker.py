@@ -178,6 +178,9 @@ class Worker:
             return ItemResult(
                 line=item.line,
                 item_id=parsed.item_id,
+                model=parsed.model,
+                question=parsed.question,
+                # not judged, so the line counts against coverage; the detail says it was a bug
                 error=Failure(stage="transport", detail=f"internal error: {type(exc).__name__}"),
             )
 
