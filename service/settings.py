@@ -92,8 +92,10 @@ class Settings(BaseSettings):
     """Per tenant: lines in one batch (413 beyond)."""
     max_body_bytes: int = Field(default=1 << 30, ge=1024)
     """Per tenant: bytes of one batch upload (413 beyond, checked while the body streams)."""
-    max_score_body_bytes: int = Field(default=1 << 20, ge=1024)
-    """Bytes of one ``POST /v1/score`` body."""
+    max_score_body_bytes: int = Field(default=4 << 20, ge=1024)
+    """Bytes of one ``POST /v1/score`` body and of one batch line. The default admits every
+    text field at its longest, written with JSON's ``\\u`` escapes (12 bytes per character
+    outside the BMP): two CoTs and two answers at their limits come to about 2.9 MB."""
     workers: bool = True
     """Run batch workers in this process (off: an API-only replica)."""
     claim_size: int = Field(default=200, ge=1)
