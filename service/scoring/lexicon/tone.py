@@ -5,6 +5,7 @@ correctness."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,11 +28,14 @@ def tone_hits(lex: Lexicon, stems: tuple[str, ...]) -> tuple[list[str], list[str
     assertive = lex.assertive_weight * len(get(lex.assertives.category, ()))
     if not hedge_hits and not booster_hits and not uncertain:
         return [], [], assertive
-    negators = [a for a, _, _ in get(lex.tone_negators.category, ())]
+    negators = sorted(a for a, _, _ in get(lex.tone_negators.category, ()))
     window = lex.tone_window
 
     def flipped(start: int) -> bool:
-        return any(start - window <= n < start for n in negators)
+        # the first negator at or after the window's start, by bisection: a run-on sentence
+        # can hold thousands of hits and of negators
+        k = bisect_left(negators, start - window)
+        return k < len(negators) and negators[k] < start
 
     hedges: list[str] = []
     boosters: list[str] = []
