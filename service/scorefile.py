@@ -85,13 +85,19 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+_BOM = "\ufeff".encode()
+
+
 def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
     """Parse one JSONL line into a request, or into the error result that replaces it.
 
     The error names the line and the field, and keeps what could be read of the line (item_id,
     model, question). NaN, Infinity and numbers too large for a double are not JSON numbers: such
-    a line is an error line naming where, never a crash that stops the file.
+    a line is an error line naming where, never a crash that stops the file. A UTF-8 byte order
+    mark at the start of a line (Windows editors write one at the start of a file; concatenated
+    files carry theirs inward) is ignored, as RFC 8259 allows.
     """
+    raw = raw.removeprefix(_BOM)
     try:
         return ScoreRequest.model_validate_json(raw)
     except ValidationError as exc:
