@@ -61,7 +61,14 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
     def on_headers_finished() -> None:
         disposition = state["headers"].get(b"content-disposition", b"")
         _, options = parse_options_header(disposition)
-        if options.get(b"name") == b"file" and not state["seen"]:
+        if options.get(b"name") == b"file":
+            if state["seen"]:
+                # a second file would be dropped unread: refuse the upload, not the lines
+                raise ApiError(
+                    422,
+                    "the multipart body has more than one 'file' field: "
+                    "upload one file per batch (or concatenate them)",
+                )
             state["is_file"] = True
             state["seen"] = True
 

@@ -151,6 +151,13 @@ async def test_multipart_upload_and_idempotency(store_backend: Backend, tmp_path
         assert [b["id"] for b in page["items"]] == [first.json()["id"]]
         no_file = await client.post("/v1/batches", files={"other": ("x", body)})
         assert no_file.status_code == 422
+        two_files = await client.post(
+            "/v1/batches", files=[("file", ("a.jsonl", body)), ("file", ("b.jsonl", body))]
+        )
+        assert two_files.status_code == 422, two_files.text
+        assert "more than one 'file'" in two_files.json()["detail"]
+        page = (await client.get("/v1/batches")).json()
+        assert [b["id"] for b in page["items"]] == [first.json()["id"]]  # nothing half-stored
 
 
 async def test_wrong_content_type_and_oversized_bodies(
