@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from service.errors import ConfigError, FaithJudgeError, UserInputError
@@ -168,6 +169,17 @@ def install_handlers(app: FastAPI) -> None:
     async def _other(request: Request, exc: FaithJudgeError) -> JSONResponse:
         log.error("request failed: %s", type(exc).__name__)
         return problem_response(request, 502, str(exc))
+
+    @app.exception_handler(ClientDisconnect)
+    async def _hung_up(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # nothing was stored (an upload persists only once its body is whole) and nobody is
+        # left to read an answer: a line in the log, not a traceback
+        log.info(
+            "%s %s: the client closed the connection mid-body", request.method, request.url.path
+        )
+        return problem_response(
+            request, 400, "the client closed the connection before the body was read"
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
