@@ -10,6 +10,7 @@ once their lease has run out.
 from __future__ import annotations
 
 import functools
+import os
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -129,6 +130,8 @@ class SqlJobStore:
         self._reader = reader
         self.embedded = embedded
         """True for SQLite: one process owns the store, so leases found at start-up are stale."""
+        self._file: tuple[str, int, int] | None = None
+        """SQLite: the database file opened (path, device, inode)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -149,6 +152,9 @@ class SqlJobStore:
             _sqlite_setup(writer, immediate=True)
             _sqlite_setup(reader, immediate=False)
             store = cls(writer, reader, embedded=True)
+            if path and path != ":memory:":
+                opened = os.stat(path)
+                store._file = (path, opened.st_dev, opened.st_ino)
         elif url.startswith("postgresql"):
             connect_args: dict[str, Any] = {}
             if schema:
@@ -184,8 +190,28 @@ class SqlJobStore:
 
     @_shielded
     async def ping(self) -> None:
+        self._check_file()
         async with self._reader.connect() as conn:
             await conn.execute(select(1))
+
+    def _check_file(self) -> None:
+        """SQLite: refuse to go on once the file opened is no longer the one at its path.
+
+        Connections keep writing to a removed file's inode, and a restart opens whatever is at
+        the path: everything accepted in between would be lost without a word.
+        """
+        if self._file is None:
+            return
+        path, device, inode = self._file
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (device, inode):
+            raise StoreUnavailable(
+                f"the job store's file {path} was removed or replaced while the service ran; "
+                "restart the service to open the file at that path"
+            )
 
     # ------------------------------------------------------------------ ingest
 
@@ -194,6 +220,7 @@ class SqlJobStore:
         self, *, tenant: str, name: str | None, idempotency_key: str | None
     ) -> BatchRow:
         """Create a batch in state ``ingesting`` (invisible to workers until ``finish_ingest``)."""
+        self._check_file()
         now = time.time()
         batch_id = new_batch_id()
         values: dict[str, Any] = {
@@ -231,6 +258,7 @@ class SqlJobStore:
         self, batch_id: str, *, total: int, rejections: list[dict[str, Any]], body_sha256: str
     ) -> BatchRow:
         """Hand an uploaded batch to the workers (``queued``)."""
+        self._check_file()  # the 202 promises the lines are kept
         now = time.time()
         async with self._writer.begin() as conn:
             await conn.execute(
@@ -454,6 +482,7 @@ class SqlJobStore:
         self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
     ) -> list[ClaimedLine]:
         """Lease up to ``limit`` lines that are pending or whose lease ran out, oldest first."""
+        self._check_file()
         claimed: list[ClaimedLine] = []
         lines = batch_lines.c
         for batch_id in batch_ids:
@@ -538,6 +567,7 @@ class SqlJobStore:
         """
         if not done:
             return
+        self._check_file()
         now = time.time()
         lines = batch_lines.c
         values: dict[str, Any] = {

@@ -82,6 +82,8 @@ class Worker:
         self._flush_now = anyio.Event()
         self._room = anyio.Event()
         self.started = anyio.Event()
+        self.failing: dict[str, str] = {}
+        """Store calls failing now, by what they do; readiness reports them (empty when well)."""
         self._phase: ProviderPhase | None = None
         if is_batch_route(scorer):
             evaluator = scorer.caller.evaluator
@@ -142,12 +144,15 @@ class Worker:
                         )
                 except StoreUnavailable as exc:
                     log.warning("claiming work: %s; retrying", exc)
+                    self.failing["claiming work"] = str(exc)
                     await anyio.sleep(1.0)
                     continue
-                except Exception:
+                except Exception as exc:
                     log.exception("claiming work failed; retrying")
+                    self.failing["claiming work"] = type(exc).__name__
                     await anyio.sleep(1.0)
                     continue
+                self.failing.pop("claiming work", None)
                 if not claimed:
                     self._wake = anyio.Event()
                     with anyio.move_on_after(0.5):
@@ -193,10 +198,14 @@ class Worker:
                 await self._flush()
             except StoreUnavailable as exc:
                 log.warning("writing results: %s; retrying", exc)
+                self.failing["writing results"] = str(exc)
                 await anyio.sleep(1.0)
-            except Exception:
+            except Exception as exc:
                 log.exception("writing results failed; retrying")
+                self.failing["writing results"] = type(exc).__name__
                 await anyio.sleep(1.0)
+            else:
+                self.failing.pop("writing results", None)
 
     async def _flush(self) -> None:
         if not self._done:
@@ -218,5 +227,9 @@ class Worker:
                 await self.store.renew(self.owner, lease_s=self._settings.lease_s)
             except StoreUnavailable as exc:
                 log.warning("renewing leases: %s", exc)
-            except Exception:
+                self.failing["renewing leases"] = str(exc)
+            except Exception as exc:
                 log.warning("renewing leases failed", exc_info=True)
+                self.failing["renewing leases"] = type(exc).__name__
+            else:
+                self.failing.pop("renewing leases", None)

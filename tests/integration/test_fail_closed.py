@@ -6,6 +6,9 @@
 - The job and cache databases, their WAL/SHM files and the data directory are private.
 - While the job store is unreachable, the batch endpoints answer 503 with Retry-After and a
   problem+json body naming the cause; the batch finishes once it is back, each line once.
+- A SQLite file removed under the running service, or result writes that keep failing while
+  reads answer, make it unready (503 from ``/readyz`` naming the cause); uploads to a removed
+  file are refused, not accepted into a file nobody will open again.
 """
 
 from __future__ import annotations
@@ -152,3 +155,55 @@ async def test_405_lists_every_allowed_method_and_non_json_scores_get_415(tmp_pa
         json_utf8 = {"content-type": "application/json; charset=utf-8"}
         ok = await client.post("/v1/score", content=demo_lines(1)[0], headers=json_utf8)
         assert ok.status_code == 200, ok.text
+
+
+async def test_a_removed_sqlite_file_makes_the_service_unready_and_refuse_uploads(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(fixtures_service.Backend("sqlite", {}), tmp_path)
+    async with running_app(settings) as (_, client):
+        assert (await client.get("/readyz")).status_code == 200
+        database = next((tmp_path / "data").glob("*.sqlite3"))
+        database.unlink()  # as `rm -rf` of the data directory does, under a running service
+
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503
+        assert "removed or replaced" in ready.json()["checks"]["store"]
+        upload = await submit(client, demo_lines(3), headers=NDJSON)
+        assert upload.status_code == 503, upload.text  # not a 202 for lines that would be lost
+        assert "removed or replaced" in upload.json()["detail"]
+
+
+async def _readiness_turns(client: httpx.AsyncClient, status: int) -> httpx.Response:
+    for _ in range(600):
+        response = await client.get("/readyz")
+        if response.status_code == status:
+            return response
+        await anyio.sleep(0.05)
+    raise AssertionError(f"/readyz never answered {status}: {response.text}")
+
+
+async def test_failing_result_writes_make_the_service_unready_until_they_succeed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.jobs.contract import StoreUnavailable
+
+    settings = settings_for(fixtures_service.Backend("sqlite", {}), tmp_path, commit_every=1)
+    async with running_app(settings) as (app, client):
+        store = app.state.faithjudge.store
+        complete = store.complete
+
+        async def refused(*args: object, **kwargs: object) -> None:
+            raise StoreUnavailable("the job store is unreachable (disk I/O error)")
+
+        monkeypatch.setattr(store, "complete", refused)
+        response = await submit(client, demo_lines(3), headers=NDJSON)
+        assert response.status_code == 202, response.text
+        ready = await _readiness_turns(client, 503)
+        assert "writing results" in ready.json()["checks"]["store"]
+        assert "disk I/O error" in ready.json()["checks"]["store"]
+
+        monkeypatch.setattr(store, "complete", complete)
+        final = await wait_for_status(client, response.json()["id"], within=30)
+        assert final["done"] == 3
+        await _readiness_turns(client, 200)

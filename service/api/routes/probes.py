@@ -11,6 +11,7 @@ from service import __version__
 from service.api.deps import (
     State,
 )
+from service.jobs.contract import StoreUnavailable
 from service.wire import (
     Health,
     Readiness,
@@ -33,7 +34,7 @@ async def healthz() -> Health:
     responses={503: {"model": Readiness, "description": "Not ready."}},
 )
 async def readyz(state: State) -> JSONResponse:
-    """The store answers and the evaluator is built."""
+    """The store answers and keeps what the worker writes, and the evaluator is built."""
     checks = {"store": "ok", "evaluator": "ok"}
     if state.store is None:
         checks["store"] = "not open"
@@ -41,8 +42,15 @@ async def readyz(state: State) -> JSONResponse:
         try:
             with anyio.fail_after(5):
                 await state.store.ping()
+        except StoreUnavailable as exc:
+            checks["store"] = str(exc)
         except Exception as exc:
             checks["store"] = f"unreachable: {type(exc).__name__}"
+    if checks["store"] == "ok" and state.worker is not None and state.worker.failing:
+        # reads can answer while writes fail (a full disk, a read-only file): the worker's own
+        # calls say whether results are being kept
+        failing = "; ".join(f"{what}: {why}" for what, why in state.worker.failing.items())
+        checks["store"] = f"failing writes ({failing})"[:500]
     if state.scorer is None:
         checks["evaluator"] = "not built"
     ready = all(v == "ok" for v in checks.values())
