@@ -200,6 +200,8 @@ def _print_items(output: Path) -> None:
     for column in ("line", "item", "answer", "correct", "flip", *labels(), CC_LABEL):
         table.add_column(column)
     for raw in output.read_bytes().splitlines():
+        if not raw.strip():
+            continue  # a blank line is passed over, as on resume
         result = ItemResult.model_validate_json(raw)
         if result.error is not None:
             table.add_row(
@@ -253,8 +255,17 @@ cli_audit.register(app)
 cli_batch.register(app)  # judge-requests export / import
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main() -> None:
+    """The console entry point. An OS error no command turned into its own message (a path that
+    cannot be read or written: a folder, /proc, a full disk) is one line and exit 3, not a
+    traceback."""
+    import sys
+
+    try:
+        app()
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.exit(fail(f"{where}{exc.strerror or exc}", ExitCode.UNEVALUABLE).exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

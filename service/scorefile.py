@@ -147,25 +147,77 @@ def count_lines(path: Path) -> int:
     return count
 
 
-def _done_lines(output: Path) -> set[int]:
-    """Line numbers already in ``output``; a torn last line (crash mid-write) is cut off."""
-    done: set[int] = set()
+# Every result line starts so (``ItemResult`` dumps ``line`` first): what a torn write leaves.
+_RESULT_START = b'{"line":'
+
+
+def _done_lines(output: Path) -> dict[int, str | None]:
+    """The lines ``output`` already holds results for, with their item ids.
+
+    A torn last line (a crash mid-write) is cut off. Anything else that is not a result line
+    stops the run: appending to a file that holds other data would bury it, and cutting it off
+    would destroy it.
+    """
+    done: dict[int, str | None] = {}
     if not output.exists():
         return done
     with output.open("rb+") as handle:
         good_end = 0
-        for raw in handle:
-            if not raw.endswith(b"\n"):
+        for number, raw in enumerate(handle, start=1):
+            if not raw.endswith(b"\n") and raw.startswith(_RESULT_START):
+                handle.truncate(good_end)
                 break
-            try:
-                line = orjson.loads(raw).get("line")
-            except (orjson.JSONDecodeError, AttributeError):
-                break
-            if isinstance(line, int):
-                done.add(line)
             good_end += len(raw)
-        handle.truncate(good_end)
+            if not raw.strip():
+                continue
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                record = None
+            line = record.get("line") if isinstance(record, dict) else None
+            if not isinstance(line, int) or isinstance(line, bool):
+                raise UserInputError(
+                    f"{output} line {number} is not a result line: the output file holds other "
+                    "data, and results are appended to it; choose another output file",
+                    field="output",
+                )
+            item_id = record.get("item_id")
+            done[line] = item_id if isinstance(item_id, str) else None
     return done
+
+
+def _readable_item_id(raw: bytes) -> str | None:
+    """The item_id a result line records for this request line (``input_error_result``'s rule)."""
+    try:
+        value = orjson.loads(raw.removeprefix(_BOM)).get("item_id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
+
+
+def _same_item(output: Path, number: int, recorded: str | None, raw: bytes) -> None:
+    """A skipped line must be the line the output holds a result for: resuming into the output
+    of another input would skip its lines and report results it never had."""
+    here = _readable_item_id(raw)
+    if recorded != here:
+        raise UserInputError(
+            f"{output} holds results of another input: its line {number} is item "
+            f"{recorded!r}, the input's is {here!r}; choose another output file",
+            field="output",
+        )
+
+
+def _check_output(source: Path, output: Path) -> None:
+    """The output must be a regular file (or not exist yet) other than the input."""
+    if output.exists() and not output.is_file():
+        # a folder, /dev/null, a pipe: nothing to resume from (/dev/full reads zeros for ever)
+        raise UserInputError(f"output {output} is not a regular file", field="output")
+    if output.exists() and output.samefile(source):
+        raise UserInputError(
+            f"output {output} is the input file: results are appended to the output, so the "
+            "run would read its own results; choose another output file",
+            field="output",
+        )
 
 
 def _read_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -191,6 +243,7 @@ async def score_file(
     concurrency = scorer.items_at_once(concurrency)
     if not source.is_file():  # noqa: ASYNC240 - a stat before any work starts
         raise UserInputError(f"input file not found: {source}", field="input")
+    _check_output(source, output)
     done = _done_lines(output)
     summary = RunSummary(skipped=0)
     window = anyio.Semaphore(4 * concurrency)
@@ -219,6 +272,7 @@ async def score_file(
                     for number, raw in _read_lines(handle):
                         summary.total_lines += 1
                         if number in done:
+                            _same_item(output, number, done[number], raw)
                             summary.skipped += 1
                             if progress is not None:
                                 progress(1)
