@@ -5,6 +5,8 @@ Exit codes: ``service.exit_codes.ExitCode`` (the table is there and in the READM
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -13,7 +15,7 @@ from rich.markup import escape
 
 from service.exit_codes import ExitCode
 
-__all__ = ["ExitCode", "err", "exit_with", "fail", "settings_from"]
+__all__ = ["ExitCode", "check_outputs", "err", "exit_with", "fail", "settings_from"]
 
 
 # Everything but machine-readable output (batch ids, Markdown reports) goes to stderr. Messages
@@ -51,3 +53,29 @@ def settings_from(**overrides: Any) -> Any:
 
     given = {key: value for key, value in overrides.items() if value is not None}
     return Settings.from_overrides(given)
+
+
+def check_outputs(inputs: Iterable[Path], outputs: Iterable[Path | None]) -> None:
+    """Refuse an output that is one of the inputs or another output: writing it would destroy
+    what the command reads, or what it wrote a moment before.
+
+    Raises:
+        UserInputError: naming the path.
+    """
+    from service.errors import UserInputError
+
+    seen: list[Path] = [path for path in inputs if path.exists()]
+    for output in outputs:
+        if output is None:
+            continue
+        if output.exists():
+            for other in seen:
+                if other.exists() and output.samefile(other):
+                    raise UserInputError(
+                        f"{output} is both read and written by this command (as {other}); "
+                        "choose another output path",
+                        field="output",
+                    )
+        elif any(output.resolve() == other.resolve() for other in seen):
+            raise UserInputError(f"{output} is given as two outputs", field="output")
+        seen.append(output)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from service.cli_common import err, fail
+from service.cli_common import check_outputs, err, fail
 from service.errors import FaithJudgeError, UserInputError
 
 if TYPE_CHECKING:
@@ -46,13 +46,19 @@ def parse_judge_spec(spec: str) -> tuple[str, Path]:
 
 
 def _write_atomically(path: Path, lines: list[bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             for line in lines:
                 handle.write(line.rstrip(b"\r\n") + b"\n")
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -116,6 +122,8 @@ def validate_judge_command(
     from service.agreement.validate import validate_judge
 
     try:
+        read = [path for path in (ratings, reader_study) if path is not None]
+        check_outputs([*read, *(parse_judge_spec(s)[1] for s in judge)], [json_out, md_out])
         frame = _load_all_ratings(ratings, reader_study)
         judges: dict[str, pd.DataFrame] = {}
         for spec in judge:
@@ -148,9 +156,10 @@ def split_command(
         str, typer.Option(help="Comma-separated strata fields (modification, flip, model, ...).")
     ] = "modification,flip",
     test_fraction: Annotated[float, typer.Option(help="Share of lines in test.")] = 0.5,
-    seed: Annotated[int, typer.Option(help="Seed of the split.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the split.")] = 0,
 ) -> None:
-    """Split a JSONL file into stratified dev and test halves (lines copied unchanged)."""
+    """Split a JSONL file into stratified dev and test halves (lines copied unchanged, ending
+    in a line feed)."""
     fields = tuple(f.strip() for f in by.split(",") if f.strip())
     if not fields:
         raise typer.BadParameter("--by needs at least one field")
@@ -160,6 +169,7 @@ def split_command(
     from service.agreement.split import stratified_split, stratum_of
 
     try:
+        check_outputs([input_path], [dev, test])
         parsed = read_jsonl_objects(input_path, what="lines to split")
         raw = [line for line in input_path.read_bytes().splitlines() if line.strip()]
         rows = [row for _, row in parsed]
@@ -205,6 +215,7 @@ def reader_study_requests_command(
     from service.cli_common import ExitCode
 
     try:
+        check_outputs([input_path], [output])
         converted = list(reader_study_lines(input_path))
     except FaithJudgeError as exc:
         raise fail(exc) from None

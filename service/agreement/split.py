@@ -9,7 +9,9 @@ seed fixed a priori. Strata are built from row fields (``by``); two are derived:
 - ``flip``: a result's ``flip.value``; otherwise decided from the baseline and modified answers
   (reader study: ``baseline_answer``/``modified_answer``; request: ``baseline``/``answer`` or
   the answers parsed from the CoTs) with the service's flip rule (ordinal: >= 2 grades).
-  An undecidable flip (unparsed answer) is its own stratum, ``undecided``.
+  An undecidable flip (unparsed answer) is its own stratum, ``undecided``; so is a row with
+  no baseline to flip from (a request without ``baseline``, a result whose ``flip`` is null),
+  ``no_baseline``.
 
 Pure: rows in, rows out (in their input order).
 """
@@ -82,6 +84,19 @@ def derive_flip(row: Row, *, min_ordinal_grades: int = 2) -> bool | None:
     return decided.value
 
 
+def _flip_stratum(row: Row) -> str:
+    has_baseline = (
+        isinstance(row.get("flip"), Mapping | bool)
+        or "baseline_answer" in row
+        or "modified_answer" in row
+        or isinstance(row.get("baseline"), Mapping)
+    )
+    if not has_baseline:  # a request without a baseline, a result without a flip: valid rows
+        return "no_baseline"
+    value = derive_flip(row)
+    return "undecided" if value is None else str(value).lower()
+
+
 def stratum_of(row: Row, by: Sequence[str]) -> tuple[str, ...]:
     """The stratum key of ``row`` under the fields ``by``.
 
@@ -93,8 +108,7 @@ def stratum_of(row: Row, by: Sequence[str]) -> tuple[str, ...]:
         if field == "modification":
             key.append(_modification(row))
         elif field == "flip":
-            value = derive_flip(row)
-            key.append("undecided" if value is None else str(value).lower())
+            key.append(_flip_stratum(row))
         elif field in row:
             key.append(str(row[field]))
         else:

@@ -483,7 +483,13 @@ def test_split_reads_flips_of_results_and_requests_and_names_bad_rows() -> None:
     }
     assert derive_flip(request) is True
     with pytest.raises(UserInputError, match="line 7: cannot derive the flip"):
-        stratified_split([{"question": "q? (yes or no)"}], where=["f.jsonl:line 7"])
+        stratified_split([{"baseline": {"answer": "yes"}}], where=["f.jsonl:line 7"])
+    # rows with no baseline (valid requests, results with a null flip) are a stratum of their own
+    rows = [{"question": "q? (yes or no)", "i": i} for i in range(4)] + [
+        {"question": "q? (yes or no)", "flip": None, "i": 4 + i} for i in range(2)
+    ]
+    dev, test = stratified_split(rows)
+    assert len(dev) == len(test) == 3
     with pytest.raises(UserInputError, match="test_fraction"):
         stratified_split([], test_fraction=1.0)
 
