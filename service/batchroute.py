@@ -7,13 +7,16 @@ into part files and drives them through ``service.transport.batch.BatchRunner``.
 ordinary scoring run: every answer is read from the cache and verified there, so results equal
 the live route's; a request that failed for good comes back from ``OpenAIBatchEvaluator`` as a
 ``transport`` failure, and no chat-completion call is ever made.
+
+``judge-requests export`` writes the same request lines to a file for an engine of the user's own;
+``import`` caches the answers of its output file, and only answers that carry message content.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,6 +24,7 @@ from service.contracts import ScoreRequest
 from service.errors import ConfigError
 from service.evaluators.base import JudgeRequest
 from service.evaluators.openai_batch import OpenAIBatchEvaluator
+from service.jsonl import numbered_lines
 from service.pipeline import Scorer
 from service.scorefile import parse_line
 from service.settings import Settings
@@ -30,7 +34,7 @@ from service.transport.batch import (
     Ledger,
     PollPolicy,
     ProgressFn,
-    import_output_lines,
+    outcome_of_line,
     request_line,
 )
 from service.transport.cache import ResponseCache, cache_key
@@ -38,6 +42,7 @@ from service.transport.cache import ResponseCache, cache_key
 __all__ = [
     "BatchReport",
     "CollectStats",
+    "ImportStats",
     "batch_runner",
     "collect_requests",
     "export_requests",
@@ -53,15 +58,32 @@ class CollectStats:
     cached: int = 0
     in_ledger: int = 0
     staged: int = 0
+    items: int = 0  # readable request lines of the input
+    bad_lines: int = 0  # non-blank input lines that are not a readable request
 
 
-def _requests(source: Path) -> Iterator[ScoreRequest]:
+BadLineFn = Callable[[int, str], None]
+"""Called with (line number, reason naming the line) for each unreadable input line."""
+
+
+def _requests(
+    source: Path, stats: CollectStats | None = None, on_bad_line: BadLineFn | None = None
+) -> Iterator[ScoreRequest]:
+    """The readable requests of ``source``, read line by line as ``faithjudge score`` reads them;
+    a bad line is passed to ``on_bad_line`` with the reason ``score`` would give."""
     with source.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if raw.strip():
-                parsed = parse_line(raw, number)
-                if isinstance(parsed, ScoreRequest):
-                    yield parsed
+        for number, raw in numbered_lines(handle):
+            parsed = parse_line(raw, number)
+            if isinstance(parsed, ScoreRequest):
+                if stats is not None:
+                    stats.items += 1
+                yield parsed
+                continue
+            if stats is not None:
+                stats.bad_lines += 1
+            if on_bad_line is not None:
+                detail = parsed.error.detail if parsed.error else None
+                on_bad_line(number, detail or f"line {number}: unreadable")
 
 
 def keyed_requests(
@@ -233,8 +255,14 @@ async def run_batches(
     return report
 
 
-def export_requests(scorer: Scorer, source: Path, sink: IO[bytes]) -> CollectStats:
-    """Write the Batch API line of every uncached request of ``source`` to ``sink``."""
+def export_requests(
+    scorer: Scorer, source: Path, sink: IO[bytes], *, on_bad_line: BadLineFn | None = None
+) -> CollectStats:
+    """Write the Batch API line of every uncached request of ``source`` to ``sink``.
+
+    Each unreadable input line is passed to ``on_bad_line``; ``items`` and ``bad_lines`` of the
+    stats count the readable and the unreadable lines.
+    """
     evaluator = scorer.caller.evaluator
     body_of = getattr(evaluator, "request_body", None)
     if body_of is None:
@@ -254,11 +282,55 @@ def export_requests(scorer: Scorer, source: Path, sink: IO[bytes]) -> CollectSta
         seen.add(key)
         return None
 
-    for _key, line in collect_requests(scorer, body_of, _requests(source), skip=skip, stats=stats):
+    requests = _requests(source, stats, on_bad_line)
+    for _key, line in collect_requests(scorer, body_of, requests, skip=skip, stats=stats):
         sink.write(line)
     return stats
 
 
-def import_responses(lines: Iterable[bytes], cache: ResponseCache) -> tuple[int, int, list[str]]:
-    """Load a Batch API output file into the cache: (stored, failed requests, bad lines)."""
-    return import_output_lines(lines, cache)
+_MAX_NOTES = 20  # messages kept per kind; every line is counted
+
+
+@dataclass(slots=True)
+class ImportStats:
+    """What ``import_responses`` did with a Batch API output file."""
+
+    lines: int = 0  # non-blank lines
+    stored: int = 0  # answers with message content, cached
+    failed: int = 0  # requests that failed, or answered without content: not cached
+    bad_lines: int = 0  # lines that are not an output line
+    problems: list[str] = field(default_factory=list)  # bad lines (the first few)
+    failures: list[str] = field(default_factory=list)  # failed requests (the first few)
+
+
+def _note(notes: list[str], message: str) -> None:
+    if len(notes) < _MAX_NOTES:
+        notes.append(message)
+
+
+def import_responses(lines: Iterable[bytes], cache: ResponseCache) -> ImportStats:
+    """Load a Batch API output file into the cache.
+
+    Only an answer is cached: a line whose request failed, or whose completion carries no
+    message content (``outcome_of_line``), stays uncached, so a later run asks again.
+    """
+    stats = ImportStats()
+    for number, raw in numbered_lines(lines):
+        stats.lines += 1
+        try:
+            outcome = outcome_of_line(raw)
+        except ValueError as exc:
+            stats.bad_lines += 1
+            _note(stats.problems, f"line {number}: {exc}")
+            continue
+        if outcome.response is not None:
+            cache.put(outcome.key, outcome.response)
+            stats.stored += 1
+            continue
+        stats.failed += 1
+        reason = outcome.error or "the request failed"
+        if outcome.status is not None and not reason.startswith("HTTP"):
+            reason = f"HTTP {outcome.status}: {reason}"
+        _note(stats.failures, f"line {number}: {reason}")
+    cache.flush()
+    return stats

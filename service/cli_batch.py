@@ -7,6 +7,7 @@ needs it, not when the CLI starts.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -20,7 +21,7 @@ from service.errors import FaithJudgeError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from service.batchroute import BatchReport
+    from service.batchroute import BatchReport, CollectStats
     from service.pipeline import Scorer
     from service.settings import Settings
 
@@ -126,6 +127,19 @@ def leave_or_cancel(settings: Settings, input_path: Path) -> None:
         err.print(f"cancelled {report.cancelled} batch(es)")
 
 
+_UNSENT_KEY = "unused: judge-requests export sends nothing"
+
+
+def _offline(settings: Settings) -> Settings:
+    """``settings`` for a command that sends nothing: the OpenAI client is built (its base URL is
+    part of the cache key) but never called, so it needs no API key; a placeholder stands in."""
+    from pydantic import SecretStr
+
+    if settings.openai_api_key is not None or os.environ.get("OPENAI_API_KEY"):
+        return settings
+    return settings.model_copy(update={"openai_api_key": SecretStr(_UNSENT_KEY)})
+
+
 @judge_requests_app.command("export")
 def export(
     input_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="ScoreRequest lines.")],
@@ -135,24 +149,45 @@ def export(
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where the cache lives.")] = None,
 ) -> None:
-    """Write the judge requests of IN.jsonl not yet in the cache as Batch API lines."""
+    """Write the judge requests of IN.jsonl not yet in the cache as Batch API lines.
+
+    Nothing is sent: no API key is needed. Unreadable input lines are reported by line.
+    """
     from service.batchroute import export_requests
     from service.runtime import open_scorer, run_async
 
+    def bad_line(_number: int, reason: str) -> None:
+        err.print(f"[yellow]skipped[/yellow] {escape(reason)}", highlight=False)
+
     try:
-        settings = settings_from(evaluator=evaluator, data_dir=data_dir)
+        settings = _offline(settings_from(evaluator=evaluator, data_dir=data_dir))
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
 
-        async def run() -> int:
+        async def run() -> CollectStats:
             async with open_scorer(settings) as scorer:
-                with output.open("wb") as sink:
-                    return export_requests(scorer, input_path, sink).staged
+                try:
+                    output.parent.mkdir(parents=True, exist_ok=True)
+                    sink = output.open("wb")
+                except OSError as exc:
+                    raise FaithJudgeError(f"cannot write {output}: {exc.strerror or exc}") from None
+                with sink:
+                    return export_requests(scorer, input_path, sink, on_bad_line=bad_line)
 
-        written = run_async(run)
+        stats = run_async(run)
     except FaithJudgeError as exc:
         raise fail(exc) from None
-    err.print(f"{written} request line(s) -> {output}")
+    err.print(
+        f"{stats.staged} request line(s) -> {output} ({stats.cached} already cached, "
+        f"{stats.bad_lines} bad line(s))",
+        highlight=False,
+    )
+    if stats.items == 0:
+        if stats.bad_lines:
+            why = f"no line of {input_path} is a readable request"
+        else:
+            why = f"{input_path} holds no request line"
+        raise fail(f"{why}: nothing was exported", ExitCode.NOTHING_SCORED)
 
 
 @judge_requests_app.command("import")
@@ -162,7 +197,11 @@ def import_(
     ],
     data_dir: Annotated[Path | None, typer.Option(help="Where the cache lives.")] = None,
 ) -> None:
-    """Load the answers of a Batch API output file into the response cache."""
+    """Load the answers of a Batch API output file into the response cache.
+
+    Only answers with message content are cached: a failed or empty answer stays uncached, so a
+    later run asks again.
+    """
     from service.batchroute import import_responses
     from service.private_files import private_dir
     from service.transport.cache import ResponseCache
@@ -173,14 +212,22 @@ def import_(
             raise FaithJudgeError(f"output file not found: {output_file}")
         private_dir(settings.data_dir)
         with ResponseCache(settings.cache_path) as cache, output_file.open("rb") as lines:
-            stored, failed, problems = import_responses(lines, cache)
+            stats = import_responses(lines, cache)
     except FaithJudgeError as exc:
         raise fail(exc) from None
-    for problem in problems[:20]:
-        err.print(f"[yellow]skipped[/yellow] {escape(problem)}")
-    err.print(f"{stored} answer(s) cached, {failed} failed request(s), {len(problems)} bad line(s)")
-    if problems and not stored:
-        raise fail(f"no answer of {output_file} could be read", ExitCode.NOTHING_SCORED)
+    for problem in stats.problems:
+        err.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
+    for failure in stats.failures:
+        err.print(f"[yellow]failed, not cached[/yellow] {escape(failure)}", highlight=False)
+    err.print(
+        f"{stats.stored} answer(s) cached, {stats.failed} failed request(s), "
+        f"{stats.bad_lines} bad line(s)",
+        highlight=False,
+    )
+    if stats.lines == 0:
+        raise fail(f"{output_file} holds no line: nothing was imported", ExitCode.NOTHING_SCORED)
+    if stats.stored == 0:
+        raise fail(f"no answer of {output_file} could be cached", ExitCode.NOTHING_SCORED)
 
 
 def register(app: typer.Typer) -> None:

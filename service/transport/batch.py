@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +52,6 @@ __all__ = [
     "PartWriter",
     "PollPolicy",
     "RequestOutcome",
-    "import_output_lines",
     "outcome_of_line",
     "request_line",
     "stage_retries",
@@ -112,9 +111,16 @@ def outcome_of_line(raw: bytes) -> RequestOutcome:
         body = response.get("body")
         if status == 200 and isinstance(body, dict):
             try:
-                return RequestOutcome(key, response=completion_from_data(body))
+                answer = completion_from_data(body)
             except EvaluatorError as exc:
                 return RequestOutcome(key, status=200, error=str(exc))
+            if not answer.text.strip():
+                # cached, an answer without content ("choices": []) would fail for good; as a
+                # failed request it is asked again
+                return RequestOutcome(
+                    key, status=200, error="the answer carries no message content", retryable=True
+                )
+            return RequestOutcome(key, response=answer)
         message = _error_message(body) or f"HTTP {status}"
         return RequestOutcome(
             key, status=status, error=message, retryable=_retryable_status(status)
@@ -134,27 +140,6 @@ def _error_message(body: Any) -> str | None:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return None
-
-
-def import_output_lines(lines: Iterable[bytes], cache: ResponseCache) -> tuple[int, int, list[str]]:
-    """Store every successful line in ``cache``: (stored, failed requests, bad-line messages)."""
-    stored = failed = 0
-    problems: list[str] = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            outcome = outcome_of_line(raw)
-        except ValueError as exc:
-            problems.append(f"line {number}: {exc}")
-            continue
-        if outcome.response is not None:
-            cache.put(outcome.key, outcome.response)
-            stored += 1
-        else:
-            failed += 1
-    cache.flush()
-    return stored, failed, problems
 
 
 # --------------------------------------------------------------------------- ledger contract

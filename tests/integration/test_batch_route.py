@@ -431,6 +431,119 @@ def test_import_refuses_a_file_with_no_answer(tmp_path: Path) -> None:
     assert result.exit_code == 3 and "not found" in result.output
 
 
+def _export(
+    runner: CliRunner, source: Path, out: Path, data: Path, env: dict[str, str] | None = None
+):
+    """``judge-requests export`` of ``source`` (with an API key unless ``env`` is given)."""
+    env = {"FAITHJUDGE_OPENAI_API_KEY": "k"} if env is None else env
+    command = ["judge-requests", "export", str(source), "-o", str(out), "--data-dir", str(data)]
+    return runner.invoke(app, [*command, "--evaluator", "openai:judge-x"], env=env)
+
+
+def test_import_caches_only_answers_with_content(tmp_path: Path) -> None:
+    """An answer with no content (``choices: []``, empty content) is a failed request: not
+    cached, so scoring asks the judge again instead of failing for good from the cache."""
+    source, requests, answers = (tmp_path / n for n in ("in.jsonl", "req.jsonl", "ans.jsonl"))
+    source.write_text(_line("c-1", "(one)") + "\n")
+    data = tmp_path / "data"
+    runner = CliRunner()
+    with run_fake_judge() as judge:
+        env = {"FAITHJUDGE_OPENAI_BASE_URL": judge.base_url}
+        assert _export(runner, source, requests, data, env).exit_code == 0
+        lines = [json.loads(x) for x in requests.read_bytes().splitlines()]
+        assert len(lines) == 3
+        out = [answer_line(x, Counter(), "none", count())[0] for x in lines]
+        out[1]["response"]["body"]["choices"] = []
+        out[2]["response"]["body"]["choices"][0]["message"]["content"] = ""
+        answers.write_text("".join(json.dumps(x) + "\n" for x in out))
+        result = runner.invoke(app, ["judge-requests", "import", str(answers), "--data-dir", data])
+        assert result.exit_code == 0, result.output
+        assert "1 answer(s) cached, 2 failed request(s)" in result.output
+        assert "line 2: HTTP 200: the answer carries no message content" in result.output
+
+        score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
+        score += ["--evaluator", "openai:judge-x", "--data-dir", str(data)]
+        result = runner.invoke(app, score, env=env)
+        assert result.exit_code == 0, result.output
+        assert judge.counters.total == 2  # the two empty answers are asked again
+    (item,) = _results(tmp_path / "o.jsonl").values()
+    assert all(m.status == "valid" for m in item.metrics.values())
+    assert sorted(m.cache_hit for m in item.metrics.values()) == [False, False, True]
+
+    # only failed requests: nothing cached, exit 4
+    answers.write_text(json.dumps(out[1]) + "\n")
+    result = runner.invoke(app, ["judge-requests", "import", str(answers), "--data-dir", data])
+    assert result.exit_code == 4 and "1 failed request(s)" in result.output
+
+
+def test_import_of_an_empty_file_is_an_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    result = CliRunner().invoke(app, ["judge-requests", "import", str(empty)])
+    assert result.exit_code == 4, result.output
+    assert "empty.jsonl holds no line" in result.output
+
+
+def test_export_reports_unreadable_lines_and_refuses_an_input_without_requests(
+    tmp_path: Path,
+) -> None:
+    runner, data, out = CliRunner(), tmp_path / "data", tmp_path / "req.jsonl"
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text('not json\n{"x": 1}\n\n[1]\n')
+    result = _export(runner, garbage, out, data)
+    assert result.exit_code == 4, result.output
+    assert "line 1: not valid JSON" in result.output and "line 4: expected a JSON" in result.output
+    assert "line 2: question: Field required" in result.output
+    assert "no line of" in result.output and "garbage.jsonl is a readable request" in result.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = _export(runner, empty, out, data)
+    assert result.exit_code == 4 and "empty.jsonl holds no request line" in result.output
+
+    # a bad line among good ones is reported, the rest exported; a leading BOM is ignored
+    mixed = tmp_path / "mixed.jsonl"
+    rows = [
+        _line("m-1", "(one)").encode(),
+        b"oops",
+        b"\xef\xbb\xbf" + _line("m-2", "(two)").encode(),
+    ]
+    mixed.write_bytes(b"\n".join(rows) + b"\n")
+    result = _export(runner, mixed, out, data)
+    assert result.exit_code == 0, result.output
+    assert "line 2: not valid JSON" in result.output and "1 bad line(s)" in result.output
+    assert "6 request line(s)" in result.output and len(out.read_bytes().splitlines()) == 6
+
+
+def test_export_creates_missing_folders_and_names_an_unwritable_output(tmp_path: Path) -> None:
+    runner, data = CliRunner(), tmp_path / "data"
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("o-1", "(one)") + "\n")
+    nested = tmp_path / "jr" / "nodir" / "x.jsonl"
+    result = _export(runner, source, nested, data)
+    assert result.exit_code == 0, result.output
+    assert len(nested.read_bytes().splitlines()) == 3
+    for unwritable in (Path("/proc/x.jsonl"), Path("/proc/nodir/x.jsonl"), tmp_path):
+        result = _export(runner, source, unwritable, data)
+        assert result.exit_code == 3, result.output
+        assert f"cannot write {unwritable}" in result.output
+        assert isinstance(result.exception, SystemExit)  # a message, not a traceback
+
+
+def test_export_needs_no_api_key(tmp_path: Path) -> None:
+    """Nothing is sent: no OPENAI_API_KEY / OPENAI_BASE_URL, and the same lines as with a key."""
+    source = tmp_path / "in.jsonl"
+    source.write_text(_line("k-1", "(one)") + "\n")
+    runner = CliRunner()
+    assert "OPENAI_API_KEY" not in os.environ and "OPENAI_BASE_URL" not in os.environ
+    keyless, keyed = tmp_path / "keyless.jsonl", tmp_path / "keyed.jsonl"
+    result = _export(runner, source, keyless, tmp_path / "a", {})
+    assert result.exit_code == 0, result.output
+    result = _export(runner, source, keyed, tmp_path / "b", {"OPENAI_API_KEY": "sk-real"})
+    assert result.exit_code == 0, result.output
+    assert keyless.read_bytes() == keyed.read_bytes() and len(keyed.read_bytes().splitlines()) == 3
+    assert b"sk-" not in keyless.read_bytes() and b"unused" not in keyless.read_bytes()
+
+
 def test_cli_cancel_leaves_nothing_running(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text(_line("x-1", "(one)") + "\n")
