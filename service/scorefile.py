@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import anyio
 import anyio.abc
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from service.catalogue import metric_names
 from service.contracts import ItemResult, Metric, ScoreRequest, non_finite_path
 from service.errors import FaithJudgeError, UserInputError
+from service.jsonl import BOM, numbered_lines
 from service.pipeline import Scorer, input_error_result
 from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
 
@@ -85,9 +85,6 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-_BOM = "\ufeff".encode()
-
-
 def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
     """Parse one JSONL line into a request, or into the error result that replaces it.
 
@@ -97,7 +94,7 @@ def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
     mark at the start of a line (Windows editors write one at the start of a file; concatenated
     files carry theirs inward) is ignored, as RFC 8259 allows.
     """
-    raw = raw.removeprefix(_BOM)
+    raw = raw.removeprefix(BOM)  # stored batch lines come here unread by numbered_lines
     try:
         return ScoreRequest.model_validate_json(raw)
     except ValidationError as exc:
@@ -189,7 +186,7 @@ def _done_lines(output: Path) -> dict[int, str | None]:
 def _readable_item_id(raw: bytes) -> str | None:
     """The item_id a result line records for this request line (``input_error_result``'s rule)."""
     try:
-        value = orjson.loads(raw.removeprefix(_BOM)).get("item_id")
+        value = orjson.loads(raw.removeprefix(BOM)).get("item_id")
     except (orjson.JSONDecodeError, AttributeError):
         return None
     return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
@@ -218,12 +215,6 @@ def _check_output(source: Path, output: Path) -> None:
             "run would read its own results; choose another output file",
             field="output",
         )
-
-
-def _read_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-    for number, raw in enumerate(handle, start=1):
-        if raw.strip():
-            yield number, raw
 
 
 async def score_file(
@@ -269,7 +260,7 @@ async def score_file(
         async def produce() -> None:
             async with send:
                 with source.open("rb") as handle:
-                    for number, raw in _read_lines(handle):
+                    for number, raw in numbered_lines(handle):
                         summary.total_lines += 1
                         if number in done:
                             _same_item(output, number, done[number], raw)

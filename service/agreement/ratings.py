@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from service.catalogue import metric_names, metrics
 from service.contracts import ItemResult, ScoreRequest
 from service.errors import UserInputError
+from service.jsonl import numbered_lines
 from service.scorefile import describe_validation_error
 from service.scoring.outcomes import metric_outcome
 
@@ -92,9 +93,7 @@ def read_jsonl_objects(
     path = Path(path)
     raw = _read_bytes(path)
     rows: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, line in numbered_lines(raw.splitlines()):
         where = f"{path}:{lineno}"
         try:
             obj = orjson.loads(line)
@@ -284,9 +283,7 @@ def reader_study_lines(path: Path | str) -> Iterator[tuple[int, bytes, str | Non
     path = Path(path)
     raw = _read_bytes(path)
     rows = 0
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, line in numbered_lines(raw.splitlines()):
         rows += 1
         try:
             row = orjson.loads(line)
@@ -370,9 +367,7 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
     seen: dict[str, int] = {}
     rows: list[list[Any]] = []
     unidentified: list[int] = []
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, line in numbered_lines(raw.splitlines()):
         where = f"{path}:{lineno}"
         try:
             result = ItemResult.model_validate_json(line)

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from service.audits.records import MAX_OUTPUT_CHARS, MAX_SHORT_CHARS, AnswerRecord, ItemMeta
 from service.errors import UserInputError
+from service.jsonl import numbered_lines
 from service.scoring.modifications import lookup_modification
 
 __all__ = [
@@ -286,7 +287,7 @@ def _file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             f"cannot read {path}: {exc.strerror or exc}", field=str(path)
         ) from None
     with handle:
-        yield from enumerate(handle, start=1)
+        yield from numbered_lines(handle)
 
 
 def _converted(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:

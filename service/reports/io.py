@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from service.contracts import ItemResult
 from service.errors import FaithJudgeError
+from service.jsonl import numbered_lines
 from service.scorefile import describe_validation_error
 
 __all__ = [
@@ -46,9 +47,7 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     except OSError as exc:
         raise ReportInputError(f"cannot read {path}: {exc.strerror or exc}") from None
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            if raw.strip():
-                yield number, raw
+        yield from numbered_lines(handle)
 
 
 def iter_results(path: Path) -> Iterator[ItemResult]:

@@ -53,3 +53,24 @@ async def test_a_batch_with_byte_order_marks_accepts_every_line(
         results = await client.get(f"/v1/batches/{response.json()['id']}/results")
         lines = [orjson.loads(x) for x in results.content.splitlines()]
         assert [x["error"] for x in lines] == [None, None, None]
+
+
+def test_report_and_split_read_files_that_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(_body())
+    results = tmp_path / "results.jsonl"
+    runner = CliRunner()
+    scored = runner.invoke(app, ["score", str(source), "-o", str(results), "--no-progress",
+                                 "--data-dir", str(tmp_path / "d")])  # fmt: skip
+    assert scored.exit_code == 0, scored.output
+    results.write_bytes(BOM + results.read_bytes())
+    report = runner.invoke(app, ["report", str(results), "--json", str(tmp_path / "r.json")])
+    assert report.exit_code == 0, report.output
+    assert orjson.loads((tmp_path / "r.json").read_bytes())["summary"]["lines"] == 3
+    split = runner.invoke(app, ["split", str(source), "--dev", str(tmp_path / "a.jsonl"),
+                                "--test", str(tmp_path / "b.jsonl")])  # fmt: skip
+    assert split.exit_code == 0, split.output
