@@ -2,9 +2,11 @@
 
 Registered on the main app by ``register(app)``. Exit codes (``service.cli_common.ExitCode``):
 ``gate`` exits 0 pass, 1 a quality or regression check failed, 2 a coverage check failed, 3 the
-run could not be evaluated (unreadable or malformed file, bad configuration, or a mistyped
-command line: click's usage errors would otherwise exit with 2 and read as a coverage failure),
-4 the file holds no result line or not one judged grade. The report libraries are imported when
+run could not be evaluated (unreadable or malformed file, bad configuration or one that sets no
+check, a baseline that shares no item, or a mistyped command line: click's usage errors would
+otherwise exit with 2 and read as a coverage failure), 4 the file holds no result line or not
+one judged grade. ``report`` applies the same rule for 3 and 4 (``_input_problem``): it still
+writes what it was asked for, then exits with that code. The report libraries are imported when
 a command runs, not when the CLI starts.
 """
 
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["gate_command", "register", "report_command"]
 
+# (exit code, message) of a run that ``report`` and ``gate`` must not treat as a success
+_Problem = tuple[ExitCode, str]
+
 # click's UsageError, reached through a public name: recent typer releases vendor click, so
 # ``click.UsageError`` would be a different class from the one typer raises.
 _UsageError: type[Exception] = typer.BadParameter.__base__  # type: ignore[assignment]
@@ -37,6 +42,28 @@ def _load(path: Path, quote_rows: int = 0) -> pd.DataFrame:
     if not path.is_file():
         raise FaithJudgeError(f"result file not found: {path}")
     return item_table(iter_results(path), quote_rows=quote_rows)
+
+
+def _nothing_scored(results: Path, items: pd.DataFrame) -> _Problem | None:
+    """Exit 4: the results hold no line or not one judged grade (``report`` and ``gate``)."""
+    from service.reports.gate import unevaluable_reason
+
+    reason = unevaluable_reason(items)
+    return None if reason is None else (ExitCode.NOTHING_SCORED, f"{results}: {reason}")
+
+
+def _nothing_shared(baseline: Path | None, counts: dict[str, int]) -> _Problem | None:
+    """Exit 3: a baseline was given but shares no item with the results."""
+    from service.reports.gate import unshared_reason
+
+    reason = None if baseline is None else unshared_reason(counts)
+    return None if reason is None else (ExitCode.UNEVALUABLE, f"{baseline}: {reason}")
+
+
+def _input_problem(results: Path, items: pd.DataFrame, baseline: Path | None,
+                   counts: dict[str, int]) -> _Problem | None:  # fmt: skip
+    """The rule ``report`` and ``gate`` share: nothing scored (4) wins over nothing shared (3)."""
+    return _nothing_scored(results, items) or _nothing_shared(baseline, counts)
 
 
 def report_command(
@@ -79,21 +106,25 @@ def report_command(
         if flip_rate not in ("pairs", "decided"):
             raise typer.BadParameter("use pairs or decided", param_hint="--flip-rate")
         report = build_report(items, baseline=baseline, B=bootstrap, seed=seed, flip_rate=flip_rate)
+        problem = _input_problem(results, items, compare, report.comparison_counts)
         if html is not None:
             cots = read_cots(requests) if requests is not None else None
             write_text(html, report_html(report, cots=cots, max_items=max_items))
         if md is not None:
             write_text(md, report_markdown(report))
         if json_out is not None:
-            write_text(json_out, json.dumps(report_json(report), indent=2, allow_nan=False))
+            write_text(json_out, json.dumps(report_json(report), indent=2, allow_nan=False) + "\n")
         if csv is not None:
             export_items(items, csv)
     except FaithJudgeError as exc:
         raise fail(exc) from None
     if html is None and md is None and json_out is None and csv is None:
-        typer.echo(report_markdown(report))
+        typer.echo(report_markdown(report), nl=False)
     else:
         err.print(f"report of {len(items)} result lines written", highlight=False)
+    if problem is not None:
+        # written all the same (it shows what was lost), but not a success: the gate's codes
+        raise fail(problem[1], problem[0])
 
 
 def gate_command(
@@ -115,12 +146,18 @@ def gate_command(
 
     try:
         settings = gating.load_config(config)
+        kinds = gating.configured_kinds(settings)
+        if baseline is None and kinds == {"regression"}:
+            raise gating.GateConfigError(
+                f"{config}: sets only [regression] checks, which need --baseline: "
+                "nothing would be checked"
+            )
         items = _load(results)
-        reason = gating.unevaluable_reason(items)
-        if reason is not None:
-            raise fail(f"{results}: {reason}", ExitCode.NOTHING_SCORED)
+        problem = _nothing_scored(results, items)
+        if problem is not None:
+            raise fail(problem[1], problem[0])
         base = _load(baseline) if baseline is not None else None
-        if settings.regression is not None and base is None:
+        if "regression" in kinds and base is None:
             err.print("\\[regression] thresholds set but no --baseline: not checked")
         report = build_report(
             items,
@@ -130,8 +167,9 @@ def gate_command(
             tolerance=gating.regression_tolerance(settings),
             flip_rate=settings.flip_rate,
         )
-        if base is not None and report.comparison_counts.get("shared", 0) == 0:
-            raise FaithJudgeError(f"{baseline} shares no item (model, item_id, modification)")
+        problem = _nothing_shared(baseline, report.comparison_counts)
+        if problem is not None:
+            raise fail(problem[1], problem[0])
         checks = gating.evaluate(report, settings)
         code = gating.exit_code(checks)
         summary = gate_markdown(checks, code, report)
@@ -141,7 +179,7 @@ def gate_command(
             write_text(md, summary)
     except FaithJudgeError as exc:
         raise fail(exc) from None
-    typer.echo(summary)
+    typer.echo(summary, nl=False)
     raise typer.Exit(code)
 
 

@@ -1,6 +1,8 @@
 """The CI gate: thresholds from a TOML file, checked against one run (and a baseline).
 
-Config (every section and key optional; percentages in %)::
+Config (percentages in %): every key is optional, but a config must set at least one check
+(a key of [quality], [coverage] or [regression]); one that sets none is a configuration error,
+because a gate that checks nothing must not pass. Only the keys present are checked::
 
     [gate]
     bootstrap = 1000     # resamples of the percentile bootstrap
@@ -18,7 +20,8 @@ Config (every section and key optional; percentages in %)::
     max_parse = 0.0      # 0 means: no parse failure at all
     max_schema = 1.0
     max_evidence = 1.0
-    max_not_judged = 2.0 # items that never reached the judge (kb, transport, input)
+    max_not_judged = 2.0 # items that never reached the judge (kb, transport, input);
+                         # absent: 0, no item may miss the judge (a run that lost lines fails)
     max_fpr_sham = 5.0
     scopes = ["CF", "CA", "CC", "macro"]
     [regression]         # against --baseline: tolerated worsening in % points
@@ -32,10 +35,18 @@ A coverage gate is judged on the Clopper-Pearson upper bound of its failure coun
 bootstrap of it: 0 failures in 5 items bound the rate at 45%, so a handful of items cannot pass
 a 2% gate; the check's detail says how many items a pass would need.
 
+The not-judged check is the one check that runs without its key: items that never reached the
+judge (a lost line, a transport error, a KB gap) are bounded at ``DEFAULT_MAX_NOT_JUDGED`` (0:
+none at all) on the configured scopes unless ``max_not_judged`` says otherwise, so that a run
+that lost half its lines never passes. A regression is checked only for the statistics whose
+``max_drop_``/``max_rise_`` key is present, at that key's tolerance.
+
 Exit codes (``service.cli_common.ExitCode``): 0 pass; 1 a quality or regression check failed;
 2 a coverage check failed (it wins over 1, because quality numbers on a badly covered run mean
 little); 3 the run could not be evaluated (raised as ``GateConfigError`` or by the reader, and
-handled by the CLI); 4 not one metric of any line was judged.
+handled by the CLI; a baseline that shares no item with the run, a config that sets no check);
+4 the run holds no result line or not one judged grade. ``unevaluable_reason`` and
+``unshared_reason`` are the rules for 4 and 3 that ``faithjudge report`` applies as well.
 """
 
 from __future__ import annotations
@@ -56,16 +67,26 @@ from service.reports.report import Report
 from service.scoring.outcomes import JUDGED
 
 __all__ = [
+    "DEFAULT_MAX_NOT_JUDGED",
     "Check",
     "GateConfig",
     "GateConfigError",
+    "configured_kinds",
     "evaluate",
     "exit_code",
+    "failed_kinds",
     "load_config",
     "parse_config",
     "regression_tolerance",
     "unevaluable_reason",
+    "unshared_reason",
 ]
+
+# The not-judged limit (in %) when [coverage] has no max_not_judged: no item may miss the judge.
+DEFAULT_MAX_NOT_JUDGED = 0.0
+
+# The order in which a verdict names the failed kinds: coverage decides the exit code first.
+_KINDS = ("coverage", "quality", "regression")
 
 
 def _quality_keys() -> dict[str, str]:
@@ -110,7 +131,8 @@ class GateConfigError(FaithJudgeError):
 
 @dataclass(frozen=True)
 class GateConfig:
-    """Parsed thresholds; a None or missing threshold is not checked."""
+    """Parsed thresholds; a None or missing threshold is not checked (except not-judged items,
+    bounded at ``DEFAULT_MAX_NOT_JUDGED`` without ``max_not_judged``)."""
 
     bootstrap: int = 1000
     seed: int = 0
@@ -170,7 +192,7 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
             return None
         return {k: _number(name, k, v) for k, v in table.items() if k in keys}
 
-    return GateConfig(
+    config = GateConfig(
         bootstrap=bootstrap,
         seed=seed,
         flip_rate=flip_rate,
@@ -179,6 +201,20 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
         scopes=scopes,
         regression=section("regression", _regression_keys()),
     )
+    if not configured_kinds(config):
+        raise GateConfigError(
+            "the config sets no check: a gate that checks nothing cannot pass; set at least one "
+            f"key of [quality] {sorted(_quality_keys())}, [coverage] {sorted(_COVERAGE)} or "
+            f"[regression] {sorted(_regression_keys())}"
+        )
+    return config
+
+
+def configured_kinds(config: GateConfig) -> set[str]:
+    """The kinds of check (quality, coverage, regression) that ``config`` sets a key of."""
+    tables = {"quality": config.quality, "coverage": config.coverage,
+              "regression": config.regression}  # fmt: skip
+    return {kind for kind, table in tables.items() if table}
 
 
 def load_config(path: Path) -> GateConfig:
@@ -230,7 +266,10 @@ def _pct(value: float | None) -> str:
 
 
 def _coverage(report: Report, config: GateConfig) -> list[Check]:
-    limits = config.coverage or {}
+    limits = dict(config.coverage or {})
+    default_not_judged = "max_not_judged" not in limits
+    if default_not_judged:
+        limits["max_not_judged"] = DEFAULT_MAX_NOT_JUDGED
     wanted = {_COVERAGE[k]: v / 100.0 for k, v in limits.items()}
     thresholds = GateThresholds(**{g: wanted.get(g, 1.0) for g in _COVERAGE.values()})
     level = 100 * thresholds.level
@@ -245,16 +284,27 @@ def _coverage(report: Report, config: GateConfig) -> list[Check]:
             detail += f" ({gate.events} of {gate.trials})"
         if gate.note:
             detail = f"{detail}; {gate.note}" if gate.trials else gate.note
+        if gate.gate == "not_judged" and default_not_judged:
+            detail += (f"; default limit {DEFAULT_MAX_NOT_JUDGED:g}% (no line may miss the judge):"
+                       " set [coverage] max_not_judged to tolerate some")  # fmt: skip
         checks.append(Check("coverage", f"{gate.gate} [{gate.scope}]", 100 * gate.threshold,
                             up, gate.passed, detail))  # fmt: skip
     return checks
 
 
-def _regression(report: Report) -> list[Check]:
-    if report.comparison is None:
+def _regression(report: Report, config: GateConfig) -> list[Check]:
+    """One check per configured regression key; a statistic without its key is not checked.
+
+    The report was built with these tolerances (``regression_tolerance``), so its comparison
+    flags each statistic at its key's tolerance.
+    """
+    tolerance = regression_tolerance(config)
+    if report.comparison is None or not tolerance:
         return []
     checks: list[Check] = []
     for _, row in report.comparison.iterrows():
+        if row["stat"] not in tolerance:
+            continue
         diff = None if pd.isna(row["diff"]) else float(row["diff"])
         ok = None if diff is None else not bool(row["regression"])
         detail = (f"{row['stat']}: {_pct(row['baseline'])} -> {_pct(row['candidate'])}, "
@@ -266,24 +316,30 @@ def _regression(report: Report) -> list[Check]:
 
 
 def evaluate(report: Report, config: GateConfig) -> list[Check]:
-    """Every configured check on ``report`` (regressions only when it holds a comparison)."""
+    """Every configured check on ``report`` (regressions only when it holds a comparison),
+    plus the default not-judged bound when ``max_not_judged`` is absent."""
     checks = _quality(report, config.quality or {})
     checks += _coverage(report, config)
-    if config.regression is not None:
-        checks += _regression(report)
+    checks += _regression(report, config)
     return checks
 
 
-def exit_code(checks: list[Check]) -> ExitCode:
-    """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0.
+def failed_kinds(checks: list[Check]) -> list[str]:
+    """The kinds of the failed checks, coverage first (the order that decides the exit code).
 
     A check that could not be evaluated (no items for it) fails as well: a gate must not pass
     on an empty run.
     """
     failed = {c.kind for c in checks if c.passed is not True and not _skippable(c)}
+    return [kind for kind in _KINDS if kind in failed]
+
+
+def exit_code(checks: list[Check]) -> ExitCode:
+    """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0."""
+    failed = failed_kinds(checks)
     if "coverage" in failed:
         return ExitCode.COVERAGE_FAILED
-    if failed & {"quality", "regression"}:
+    if failed:
         return ExitCode.CHECK_FAILED
     return ExitCode.OK
 
@@ -306,3 +362,17 @@ def unevaluable_reason(items: pd.DataFrame) -> str | None:
         )
         return f"no metric of any line was judged (evaluator unreachable or bad input): {stages}"
     return None
+
+
+def unshared_reason(counts: dict[str, int]) -> str | None:
+    """Why a comparison with a baseline cannot be made (it shares no item), else None.
+
+    ``counts`` are ``Report.comparison_counts``; the caller names the baseline file.
+    """
+    if counts.get("shared", 0) > 0:
+        return None
+    return (
+        "shares no item (model, item_id, modification) with the results: baseline only "
+        f"{counts.get('baseline_only', 0)}, results only {counts.get('candidate_only', 0)}, "
+        f"lines without item_id {counts.get('unmatched', 0)}"
+    )

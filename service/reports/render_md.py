@@ -9,11 +9,11 @@ import pandas as pd
 
 from service.catalogue import headline_scopes
 from service.reports.aggregate import stats, table1_columns
-from service.reports.gate import Check
+from service.reports.gate import Check, failed_kinds
 from service.reports.report import Report
 from service.scoring.outcomes import RATES
 
-__all__ = ["fmt_ci", "fmt_pct", "gate_markdown", "md_escape", "report_markdown"]
+__all__ = ["fmt_ci", "fmt_pct", "gate_markdown", "gate_verdict", "md_escape", "report_markdown"]
 
 
 def md_escape(text: Any) -> str:
@@ -117,7 +117,12 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
               fmt_ci(r["diff"], r["low"], r["high"]), "**yes**" if r["regression"] else "no"]
              for _, r in report.comparison.iterrows()],
         )  # fmt: skip
-    return "\n".join(out)
+    return _document(out)
+
+
+def _document(lines: list[str]) -> str:
+    """Markdown lines as one text that ends with exactly one newline (a POSIX text file)."""
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def coverage_markdown(report: Report) -> list[str]:
@@ -159,9 +164,19 @@ def _hundred(value: float | None) -> float | None:
     return None if value is None else 100 * value
 
 
+def gate_verdict(checks: Sequence[Check], code: int) -> str:
+    """PASSED, or FAILED naming every kind of check that failed (coverage first), or ERROR."""
+    failed = failed_kinds(list(checks))
+    if code == 0 and not failed:
+        return "PASSED"
+    if code in (1, 2) and failed:
+        return f"FAILED ({', '.join(failed)})"
+    return "ERROR"
+
+
 def gate_markdown(checks: Sequence[Check], code: int, report: Report) -> str:
     """A CI step summary of a gate run."""
-    verdict = {0: "PASSED", 1: "FAILED (quality)", 2: "FAILED (coverage)"}.get(code, "ERROR")
+    verdict = gate_verdict(checks, code)
     s = report.summary
     models = md_escape(", ".join(s["models"]))
     out = [f"# FaithJudge gate: {verdict}", "", f"{s['lines']} result lines, models: {models}.", ""]
@@ -171,4 +186,4 @@ def gate_markdown(checks: Sequence[Check], code: int, report: Report) -> str:
           {True: "pass", False: "**FAIL**", None: "n/a"}[c.passed], md_escape(c.detail)]
          for c in checks],
     )  # fmt: skip
-    return "\n".join(out + coverage_markdown(report))
+    return _document(out + coverage_markdown(report))

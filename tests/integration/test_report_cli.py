@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
 DEMO_JUDGE = ROOT / "examples" / "demo_judge.jsonl"
 EXAMPLE_CONFIG = ROOT / "examples" / "ci" / "faithjudge.toml"
+# The fixture holds a transport error and a KB gap on purpose. Without max_not_judged the gate
+# lets no item miss the judge, so the tests about other checks tolerate them explicitly.
+TOLERATE_LOST = "[coverage]\nmax_not_judged = 100.0\n"
 
 
 def _jsonl(path: Path, lines: list[dict[str, Any]]) -> Path:
@@ -41,6 +44,28 @@ def _many(copies: int) -> list[dict[str, Any]]:
 
 def _run(*args: str | Path) -> Any:
     return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _judged(copies: int) -> list[dict[str, Any]]:
+    """Fixture lines whose every metric reached the judge and was graded valid."""
+    return [x for x in _many(copies) if "error" not in x
+            and all(m["status"] == "valid" for m in x["metrics"].values())]  # fmt: skip
+
+
+def _input_errors(count: int) -> list[dict[str, Any]]:
+    """Lines that never reached the judge: unreadable request lines."""
+    return [{"line": 10_000 + i, "item_id": f"bad-{i}", "model": "m1",
+             "error": {"stage": "input", "detail": f"line {i}: not valid JSON"}}
+            for i in range(count)]  # fmt: skip
+
+
+def _worse_ca(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    worse = copy.deepcopy(lines)
+    for line in worse:
+        ca = line["metrics"].get("causal_attribution")
+        if ca is not None and ca["status"] == "valid":
+            ca["score"], ca["normalized"] = 1, 0.0
+    return worse
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +97,24 @@ def test_report_without_outputs_prints_markdown(demo_results: Path) -> None:
     assert result.exit_code == 0 and "# FaithJudge report" in result.output
 
 
+def test_written_reports_end_with_one_newline(demo_results: Path, tmp_path: Path) -> None:
+    md, js, summary = tmp_path / "r.md", tmp_path / "r.json", tmp_path / "g.md"
+    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 0.0\n" + TOLERATE_LOST)
+    assert _run("report", demo_results, "--md", md, "--json", js, "--bootstrap", "50",
+                "--compare", demo_results).exit_code == 0  # fmt: skip
+    assert _run("gate", demo_results, "--config", config, "--md", summary).exit_code == 0
+    for path in (md, js, summary):
+        text = path.read_text(encoding="utf-8")
+        assert text.endswith("\n") and not text.endswith("\n\n"), path.name
+    printed = _run("report", demo_results, "--bootstrap", "50").stdout
+    assert printed.endswith("\n") and not printed.endswith("\n\n")
+
+
 def test_gate_passes_with_the_example_config(tmp_path: Path) -> None:
     results = _jsonl(tmp_path / "r.jsonl", _many(2))
-    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 50.0\nmax_flip_rate = 45.0\n")
+    config = _toml(
+        tmp_path / "g.toml", "[quality]\nmin_cf = 50.0\nmax_flip_rate = 45.0\n" + TOLERATE_LOST
+    )
     junit, md = tmp_path / "junit.xml", tmp_path / "summary.md"
     result = _run("gate", results, "--config", config, "--junit", junit, "--md", md)
     assert result.exit_code == 0, result.output
@@ -88,9 +128,57 @@ def test_example_config_is_valid(tmp_path: Path) -> None:
     assert result.exit_code in (0, 1, 2), result.output
 
 
+def test_example_config_fails_a_run_that_lost_half_its_lines(tmp_path: Path) -> None:
+    """400 of 800 lines never reached the judge: the shipped CI config must not pass it."""
+    good = _judged(200)
+    assert len(good) == 400
+    clean = _jsonl(tmp_path / "clean.jsonl", good)
+    assert _run("gate", clean, "--config", EXAMPLE_CONFIG).exit_code == 0
+    half = _jsonl(tmp_path / "half.jsonl", good + _input_errors(400))
+    result = _run("gate", half, "--config", EXAMPLE_CONFIG)
+    assert result.exit_code == 2, result.output
+    assert "FAILED (coverage)" in result.output
+    assert "| not\\_judged \\[macro\\] | coverage | 2.00 |" in result.output
+
+
+def test_a_config_silent_on_lost_lines_still_fails_them(tmp_path: Path) -> None:
+    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 30.0\n")
+    # every item reached the judge: passes, however few the items (the default limit is 0)
+    clean = _jsonl(tmp_path / "clean.jsonl", _judged(2))
+    assert _run("gate", clean, "--config", config).exit_code == 0
+    half = _jsonl(tmp_path / "half.jsonl", _judged(200) + _input_errors(400))
+    result = _run("gate", half, "--config", config)
+    assert result.exit_code == 2, result.output
+    assert "set \\[coverage\\] max\\_not\\_judged" in result.output
+    one = _jsonl(tmp_path / "one.jsonl", _judged(200) + _input_errors(1))
+    assert _run("gate", one, "--config", config).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "# nothing\n", "[gate]\nseed = 1\n", "[coverage]\nscopes = ['CA']\n",
+     "[quality]\n[coverage]\n[regression]\n"],
+)  # fmt: skip
+def test_gate_rejects_a_config_that_sets_no_check(tmp_path: Path, text: str) -> None:
+    results = _jsonl(tmp_path / "r.jsonl", _judged(2))
+    config = _toml(tmp_path / "g.toml", text)
+    result = _run("gate", results, "--config", config)
+    assert result.exit_code == 3, result.output
+    assert f"{config}: the config sets no check" in " ".join(result.output.split())
+    assert "PASSED" not in result.output
+
+
+def test_gate_rejects_regression_only_config_without_baseline(tmp_path: Path) -> None:
+    results = _jsonl(tmp_path / "r.jsonl", _judged(2))
+    config = _toml(tmp_path / "g.toml", "[regression]\nmax_drop_cf = 2.0\n")
+    result = _run("gate", results, "--config", config)
+    assert result.exit_code == 3, result.output
+    assert f"{config}: sets only [regression] checks" in " ".join(result.output.split())
+
+
 def test_gate_exit_1_on_quality(tmp_path: Path) -> None:
     results = _jsonl(tmp_path / "r.jsonl", _many(2))
-    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 90.0\n")
+    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 90.0\n" + TOLERATE_LOST)
     junit = tmp_path / "junit.xml"
     result = _run("gate", results, "--config", config, "--junit", junit)
     assert result.exit_code == 1, result.output
@@ -99,18 +187,27 @@ def test_gate_exit_1_on_quality(tmp_path: Path) -> None:
 
 def test_gate_exit_1_on_regression(tmp_path: Path) -> None:
     base_lines = _many(20)
-    worse = copy.deepcopy(base_lines)
-    for line in worse:
-        ca = line["metrics"].get("causal_attribution")
-        if ca is not None and ca["status"] == "valid":
-            ca["score"], ca["normalized"] = 1, 0.0
     base = _jsonl(tmp_path / "base.jsonl", base_lines)
-    cand = _jsonl(tmp_path / "cand.jsonl", worse)
-    config = _toml(tmp_path / "g.toml", "[regression]\nmax_drop_ca = 5.0\n")
+    cand = _jsonl(tmp_path / "cand.jsonl", _worse_ca(base_lines))
+    config = _toml(tmp_path / "g.toml", "[regression]\nmax_drop_ca = 5.0\n" + TOLERATE_LOST)
     result = _run("gate", cand, "--config", config, "--baseline", base)
     assert result.exit_code == 1, result.output
     assert "CA vs baseline" in result.output
+    # the verdict names the kind that failed: a regression, not a quality check
+    assert "FAILED (regression)" in result.output and "(quality)" not in result.output
     assert _run("gate", base, "--config", config, "--baseline", base).exit_code == 0
+
+
+def test_gate_checks_only_the_configured_regression_keys(tmp_path: Path) -> None:
+    """CA drops by 56 pp, but only max_drop_cf is set: CA must not be checked at all."""
+    base_lines = _many(20)
+    base = _jsonl(tmp_path / "base.jsonl", base_lines)
+    cand = _jsonl(tmp_path / "cand.jsonl", _worse_ca(base_lines))
+    config = _toml(tmp_path / "g.toml", "[regression]\nmax_drop_cf = 2.0\n" + TOLERATE_LOST)
+    result = _run("gate", cand, "--config", config, "--baseline", base)
+    assert result.exit_code == 0, result.output
+    assert "CF vs baseline | regression | 2.00 |" in result.output
+    assert "CA vs baseline" not in result.output
 
 
 def test_gate_exit_2_on_coverage(tmp_path: Path) -> None:
@@ -122,7 +219,8 @@ def test_gate_exit_2_on_coverage(tmp_path: Path) -> None:
     )
     result = _run("gate", results, "--config", config)
     assert result.exit_code == 2, result.output
-    assert "FAILED (coverage)" in result.output
+    # the verdict names every kind that failed, coverage (which decides the exit code) first
+    assert "FAILED (coverage, quality)" in result.output
 
 
 @pytest.mark.parametrize("case", ["malformed", "missing", "bad_config", "nothing_judged",
@@ -165,3 +263,50 @@ def test_gate_usage_errors_exit_3_not_2(tmp_path: Path, argv: list[str]) -> None
     good = _jsonl(tmp_path / "r.jsonl", _many(1))
     result = _run("gate", good, *argv)
     assert result.exit_code == 3, result.output
+
+
+UNSCORED = {
+    "empty": "",
+    "blank": "\n  \n\n",
+    "input_errors": "".join(json.dumps(x) + "\n" for x in _input_errors(5)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSCORED))
+def test_report_and_gate_agree_on_a_run_with_nothing_scored(tmp_path: Path, case: str) -> None:
+    """Exit 4 from both; the report is still written (it shows what was lost)."""
+    results = tmp_path / "r.jsonl"
+    results.write_text(UNSCORED[case], encoding="utf-8")
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    reported = _run("report", results, "--md", md, "--json", js, "--bootstrap", "20")
+    gated = _run("gate", results, "--config", EXAMPLE_CONFIG)
+    assert (reported.exit_code, gated.exit_code) == (4, 4), reported.output + gated.output
+    reason = "no result lines" if case != "input_errors" else "no metric of any line was judged"
+    for result in (reported, gated):
+        assert f"{results}: " in result.output and reason in " ".join(result.output.split())
+    assert "# FaithJudge report" in md.read_text(encoding="utf-8")
+    assert json.loads(js.read_text(encoding="utf-8"))["summary"]["lines"] == (
+        5 if case == "input_errors" else 0
+    )
+    printed = _run("report", results, "--bootstrap", "20")
+    assert printed.exit_code == 4 and "# FaithJudge report" in printed.stdout
+
+
+def test_report_and_gate_agree_on_a_baseline_that_shares_nothing(tmp_path: Path) -> None:
+    results = _jsonl(tmp_path / "r.jsonl", _judged(2))
+    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 10.0\n")
+    other = [dict(x, item_id=f"other-{i}") for i, x in enumerate(_judged(2))]
+    for name, lines in (("empty", []), ("other", other)):
+        baseline = _jsonl(tmp_path / f"{name}.jsonl", lines)
+        md = tmp_path / f"{name}.md"
+        reported = _run("report", results, "--compare", baseline, "--md", md, "--bootstrap", "20")
+        gated = _run("gate", results, "--config", config, "--baseline", baseline)
+        assert (reported.exit_code, gated.exit_code) == (3, 3), reported.output + gated.output
+        for result in (reported, gated):
+            assert f"{baseline}: shares no item" in " ".join(result.output.split())
+        assert "0 shared items" in md.read_text(encoding="utf-8")
+    # nothing scored (4) wins over nothing shared (3), in both commands
+    empty = _jsonl(tmp_path / "none.jsonl", [])
+    baseline = tmp_path / "empty.jsonl"
+    assert _run("report", empty, "--compare", baseline, "--bootstrap", "20").exit_code == 4
+    assert _run("gate", empty, "--config", config, "--baseline", baseline).exit_code == 4

@@ -11,16 +11,36 @@ from service.contracts import ItemResult
 from service.exit_codes import ExitCode
 from service.reports import gate as g
 from service.reports.junit import junit_xml
+from service.reports.render_md import gate_markdown, gate_verdict
 from service.reports.report import build_report
 from service.reports.table import item_table
 from tests.unit.test_reports_aggregate import fixture_lines
 
+# The fixture holds a transport error and a KB gap on purpose; the tests that are not about them
+# tolerate them explicitly, since without max_not_judged no item may miss the judge.
+TOLERATE_LOST = {"max_not_judged": 100.0}
 
-def _report(lines: list[dict] | None = None) -> object:
-    items = item_table(
+
+def _items(lines: list[dict] | None = None) -> object:
+    return item_table(
         ItemResult.model_validate_json(json.dumps(x)) for x in (lines or fixture_lines())
     )
-    return build_report(items, B=200, seed=0)
+
+
+def _report(
+    lines: list[dict] | None = None,
+    baseline: list[dict] | None = None,
+    config: g.GateConfig | None = None,
+) -> object:
+    """The report the gate command builds: with the config's regression tolerances."""
+    base = None if baseline is None else _items(baseline)
+    tolerance = None if config is None else g.regression_tolerance(config)
+    return build_report(_items(lines), baseline=base, B=200, seed=0, tolerance=tolerance)
+
+
+def _judged_lines() -> list[dict]:
+    """The fixture without its lines that never reached the judge (transport, KB)."""
+    return [x for x in fixture_lines() if x["item_id"] not in ("it-4", "it-6")]
 
 
 def test_parse_config_rejects_bad_values() -> None:
@@ -45,12 +65,31 @@ def test_load_config_errors_name_the_file(tmp_path: Path) -> None:
         g.load_config(tmp_path / "missing.toml")
 
 
+def test_parse_config_rejects_a_config_without_checks() -> None:
+    for data in ({}, {"gate": {"seed": 1}}, {"coverage": {"scopes": ["CA"]}},
+                 {"quality": {}, "coverage": {}, "regression": {}}):  # fmt: skip
+        with pytest.raises(g.GateConfigError, match="the config sets no check"):
+            g.parse_config(data)
+    assert g.configured_kinds(g.parse_config({"regression": {"max_drop_cf": 1.0}})) == {
+        "regression"
+    }
+
+
+def test_load_config_without_checks_names_the_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.toml"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(g.GateConfigError, match=f"{empty}: the config sets no check"):
+        g.load_config(empty)
+
+
 def test_quality_pass_and_fail() -> None:
     report = _report()
-    ok = g.evaluate(report, g.parse_config({"quality": {"min_cf": 60.0, "max_flip_rate": 40}}))
-    assert [c.passed for c in ok] == [True, True]
+    ok = g.evaluate(report, g.parse_config({"quality": {"min_cf": 60.0, "max_flip_rate": 40},
+                                            "coverage": TOLERATE_LOST}))  # fmt: skip
+    assert [c.passed for c in ok if c.kind == "quality"] == [True, True]
     assert g.exit_code(ok) == ExitCode.OK
-    bad = g.evaluate(report, g.parse_config({"quality": {"min_cf": 70.0}}))
+    bad = g.evaluate(report, g.parse_config({"quality": {"min_cf": 70.0},
+                                             "coverage": TOLERATE_LOST}))  # fmt: skip
     assert g.exit_code(bad) == ExitCode.CHECK_FAILED
     assert bad[0].value == pytest.approx(62.5)
 
@@ -69,9 +108,80 @@ def test_coverage_fails_on_upper_bound_and_wins_over_quality() -> None:
 
 def test_no_sham_items_is_not_a_failure() -> None:
     lines = [x for x in fixture_lines() if x["modification"]["code"] != "SHAM"]
-    checks = g.evaluate(_report(lines), g.parse_config({"coverage": {"max_fpr_sham": 5.0}}))
-    assert checks[0].passed is None
+    config = g.parse_config({"coverage": {"max_fpr_sham": 5.0, **TOLERATE_LOST}})
+    checks = g.evaluate(_report(lines), config)
+    assert next(c for c in checks if c.name.startswith("fpr_sham")).passed is None
     assert g.exit_code(checks) == ExitCode.OK
+
+
+def test_not_judged_items_are_bounded_without_their_key() -> None:
+    """A run that lost lines must not pass a config that says nothing about them."""
+    config = g.parse_config({"quality": {"min_cf": 10.0}})
+    checks = g.evaluate(_report(), config)
+    lost = [c for c in checks if c.name.startswith("not_judged [")]
+    assert [c.name for c in lost] == [f"not_judged [{s}]" for s in config.scopes]
+    assert all(c.threshold == g.DEFAULT_MAX_NOT_JUDGED == 0.0 for c in lost)
+    assert any(c.passed is False for c in lost)
+    assert "set [coverage] max_not_judged" in lost[0].detail
+    assert g.exit_code(checks) == ExitCode.COVERAGE_FAILED
+    # whatever its size, a run whose every item reached the judge passes the default
+    clean = g.evaluate(_report(_judged_lines()), config)
+    assert all(c.passed for c in clean) and g.exit_code(clean) == ExitCode.OK
+    # an explicit key replaces the default
+    tolerant = g.evaluate(_report(), g.parse_config({"coverage": TOLERATE_LOST}))
+    assert {c.threshold for c in tolerant if c.name.startswith("not_judged")} == {100.0}
+    assert g.exit_code(tolerant) == ExitCode.OK
+
+
+def _worse_ca(lines: list[dict]) -> list[dict]:
+    for line in lines:
+        ca = line["metrics"].get("causal_attribution")
+        if ca is not None and ca["status"] == "valid":
+            ca["score"], ca["normalized"] = 1, 0.0
+    return lines
+
+
+def test_regression_checks_only_the_configured_keys() -> None:
+    # CA drops from 56 to 0; only CF is configured, so CA must not be checked (at 0 tolerance)
+    config = g.parse_config({"regression": {"max_drop_cf": 2.0}, "coverage": TOLERATE_LOST})
+    report = _report(_worse_ca(fixture_lines()), baseline=fixture_lines(), config=config)
+    regressions = [c for c in g.evaluate(report, config) if c.kind == "regression"]
+    assert [(c.name, c.threshold, c.passed) for c in regressions] == [("CF vs baseline", 2.0, True)]
+    assert g.exit_code(g.evaluate(report, config)) == ExitCode.OK
+    # an empty [regression] table checks nothing (it no longer means "everything at 0")
+    empty = g.parse_config({"regression": {}, "coverage": TOLERATE_LOST})
+    assert not [c for c in g.evaluate(report, empty) if c.kind == "regression"]
+
+
+def test_regression_is_judged_at_the_configured_tolerance() -> None:
+    strict = g.parse_config({"regression": {"max_drop_ca": 0.0}, "coverage": TOLERATE_LOST})
+    lax = g.parse_config({"regression": {"max_drop_ca": 100.0}, "coverage": TOLERATE_LOST})
+    lines, base = _worse_ca(fixture_lines()), fixture_lines()
+    (failed,) = [c for c in g.evaluate(_report(lines, base, strict), strict)
+                 if c.kind == "regression"]  # fmt: skip
+    (passed,) = [c for c in g.evaluate(_report(lines, base, lax), lax) if c.kind == "regression"]
+    assert failed.passed is False and passed.passed is True and passed.threshold == 100.0
+
+
+def test_verdict_names_every_kind_that_failed() -> None:
+    report = _report(_worse_ca(fixture_lines()), baseline=fixture_lines())
+    cases = {
+        "PASSED": {"quality": {"min_cf": 10.0}, "coverage": TOLERATE_LOST},
+        "FAILED (regression)": {"regression": {"max_drop_ca": 0.0}, "coverage": TOLERATE_LOST},
+        "FAILED (quality)": {"quality": {"min_cf": 99.0}, "coverage": TOLERATE_LOST},
+        "FAILED (quality, regression)": {
+            "quality": {"min_cf": 99.0},
+            "regression": {"max_drop_ca": 0.0},
+            "coverage": TOLERATE_LOST,
+        },
+        "FAILED (coverage, regression)": {"regression": {"max_drop_ca": 0.0}},
+    }
+    for verdict, data in cases.items():
+        checks = g.evaluate(report, g.parse_config(data))
+        code = g.exit_code(checks)
+        assert gate_verdict(checks, code) == verdict, data
+        assert gate_markdown(checks, code, report).startswith(f"# FaithJudge gate: {verdict}\n")
+    assert g.failed_kinds([]) == [] and gate_verdict([], 3) == "ERROR"
 
 
 def test_unevaluable_reason() -> None:
@@ -82,8 +192,15 @@ def test_unevaluable_reason() -> None:
     assert g.unevaluable_reason(_report().items) is None
 
 
+def test_unshared_reason() -> None:
+    assert g.unshared_reason({"shared": 3}) is None
+    reason = g.unshared_reason({"shared": 0, "baseline_only": 0, "candidate_only": 6})
+    assert reason is not None and "shares no item" in reason and "results only 6" in reason
+
+
 def test_junit_lists_every_check() -> None:
-    checks = g.evaluate(_report(), g.parse_config({"quality": {"min_cf": 70.0, "min_ca": 1.0}}))
+    config = g.parse_config({"quality": {"min_cf": 70.0, "min_ca": 1.0}})
+    checks = [c for c in g.evaluate(_report(), config) if c.kind == "quality"]
     xml = junit_xml(checks)
     assert 'tests="2"' in xml and 'failures="1"' in xml
     assert "<failure" in xml and "min_cf [m1]" in xml
