@@ -31,8 +31,10 @@ from service.wire import PROBLEM_JSON, Problem, ProblemItem
 
 __all__ = ["ApiError", "install_handlers", "problem_response"]
 
-# Seconds a client should wait before retrying while the job store is unreachable.
+# Seconds a client should wait before retrying: while the job store is unreachable, and while
+# every batch slot of its tenant is taken.
 STORE_RETRY_AFTER = "5"
+BATCH_SLOT_RETRY_AFTER = "30"
 log = logging.getLogger("faithjudge.api")
 
 
@@ -151,7 +153,9 @@ def install_handlers(app: FastAPI) -> None:
             ]
         elif exc.field:
             errors = [ProblemItem(field=exc.field, reason=str(exc))]
-        return problem_response(request, status, str(exc), errors=errors)
+        # a slot frees when one of the tenant's batches finishes: a hint of when to ask again
+        headers = {"Retry-After": BATCH_SLOT_RETRY_AFTER} if status == 429 else None
+        return problem_response(request, status, str(exc), errors=errors, headers=headers)
 
     @app.exception_handler(StoreUnavailable)
     async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:

@@ -221,6 +221,7 @@ async def test_tenant_limit_on_unfinished_batches_is_429(
             assert (await submit(client, demo_lines(2), headers=NDJSON)).status_code == 202
         third = await submit(client, demo_lines(2), headers=NDJSON)
         assert third.status_code == 429
+        assert third.headers["retry-after"] == "30"
         page = (await client.get("/v1/batches")).json()
         await client.delete(f"/v1/batches/{page['items'][0]['id']}")
         assert (await submit(client, demo_lines(2), headers=NDJSON)).status_code == 202
