@@ -106,18 +106,16 @@ def _has_a_line(path: Path) -> bool:
 
 def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
     """The exit code of a batch that ended, by the same rule as ``score``'s."""
-    from service.scoring.outcomes import NOT_JUDGED
+    from service.scoring.outcomes import unjudged_reason
 
     if status.status == "cancelled":
         return ExitCode.STOPPED, f"batch {status.id} was cancelled"
     if status.status != "completed":
-        why = f": {status.detail}" if status.detail else ""
-        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}{why}"
-    grades = sum(n for key, n in status.counts.items() if key != "error")
-    not_judged = sum(status.failure_stages.get(stage, 0) for stage in NOT_JUDGED)
-    if grades - not_judged <= 0:
-        stages = ", ".join(f"{k} {v}" for k, v in sorted(status.failure_stages.items()))
-        return _NOTHING, f"batch {status.id}: not one grade was judged ({stages or 'no grade'})"
+        said = f": {status.detail}" if status.detail else ""
+        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}{said}"
+    unjudged = unjudged_reason(status.counts, status.failure_stages)
+    if unjudged is not None:
+        return _NOTHING, f"batch {status.id}: {unjudged}"
     return ExitCode.OK, None
 
 

@@ -178,7 +178,8 @@ class BatchStatus(_Wire):
     detail: str | None = Field(
         default=None,
         description="What the service says about the batch: the provider Batch API phase's "
-        "progress and totals on the batch route, or why the batch failed.",
+        "progress and totals on the batch route, why the batch failed, or that it completed "
+        "without one grade reaching the judge.",
     )
 
     @property

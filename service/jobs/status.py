@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime
 
 from service.jobs.contract import RECENT_S, BatchRow, JobStore, LineCounts
+from service.scoring.outcomes import unjudged_reason
 from service.wire import TERMINAL_STATES, BatchStatus
 
 __all__ = ["batch_status", "build_status"]
@@ -44,8 +45,17 @@ def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None)
         progress=min(1.0, counts.done / row.total) if row.total else 1.0,
         eta_seconds=_eta(row, counts, pending, now),
         rejected=row.rejected_count,
-        detail=row.detail,
+        detail=row.detail or _unjudged(row, counts),
     )
+
+
+def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:
+    """A completed batch whose every grade failed before the judge (a dead judge URL, a KB
+    without its questions) says so: its status alone would read as a success."""
+    if row.status != "completed":
+        return None
+    why = unjudged_reason(counts.statuses, counts.stages)
+    return None if why is None else f"completed, but {why}"
 
 
 async def batch_status(store: JobStore, row: BatchRow) -> BatchStatus:

@@ -38,6 +38,7 @@ __all__ = [
     "count_outcomes",
     "metric_outcome",
     "rates_from_counts",
+    "unjudged_reason",
 ]
 
 JUDGE_STAGES: tuple[str, ...] = ("parse", "schema", "abstain", "evidence")
@@ -115,3 +116,18 @@ def rates_from_counts(counts: Mapping[str, int]) -> dict[str, float | None]:
         top = sum(counts.get(o, 0) for o in numerator)
         rates[rate] = top / bottom if bottom else None
     return rates
+
+
+def unjudged_reason(grades: Mapping[str, int], stages: Mapping[str, int]) -> str | None:
+    """Why a finished batch judged nothing, or None when at least one grade reached the judge.
+
+    ``grades`` counts the grades by status (an ``error`` entry, lines without grades, is left
+    out); ``stages`` counts the failed grades by stage. The batch status and ``submit`` both
+    read a batch's outcome with it.
+    """
+    total = sum(n for status, n in grades.items() if status != "error")
+    not_judged = sum(stages.get(stage, 0) for stage in NOT_JUDGED)
+    if total - not_judged > 0:
+        return None
+    listed = ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items()) if n)
+    return f"not one grade was judged ({listed or 'no grade'})"

@@ -75,3 +75,20 @@ def test_done_line_counts_statuses_and_failure_stages() -> None:
     assert stored.stages == {"evidence": 1}
     assert stored.is_error == 0
     assert ItemResult.model_validate_json(stored.result) == result
+
+
+def _graded(statuses: dict[str, int], stages: dict[str, int]) -> LineCounts:
+    return LineCounts(
+        done=50, statuses=statuses, stages=stages, errors=0, recent_done=0, first_done_at=None
+    )
+
+
+def test_a_completed_batch_that_judged_nothing_says_so() -> None:
+    dead_judge = _graded({"invalid": 150}, {"transport": 142, "kb": 8})
+    status = build_status(_row("completed", total=50), dead_judge, now=NOW)
+    assert status.status == "completed"
+    assert status.detail == "completed, but not one grade was judged (kb 8, transport 142)"
+    # while it runs, and once one grade reached the judge, nothing is said
+    assert build_status(_row("running", total=50), dead_judge, now=NOW).detail is None
+    judged = _graded({"invalid": 149, "valid": 1}, {"transport": 141, "kb": 8})
+    assert build_status(_row("completed", total=50), judged, now=NOW).detail is None
