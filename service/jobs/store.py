@@ -425,7 +425,7 @@ class SqlJobStore:
     async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None:
         now = time.time()
         async with self._writer.begin() as conn:
-            await conn.execute(
+            cancelled = await conn.execute(
                 update(batches)
                 .where(
                     batches.c.id == batch_id,
@@ -434,6 +434,14 @@ class SqlJobStore:
                 )
                 .values(status="cancelled", updated_at=now, finished_at=now)
             )
+            if cancelled.rowcount:
+                # leases end with the batch, so results in flight are not written: a cancel is
+                # final, and the counts stop where it found them
+                await conn.execute(
+                    update(batch_lines)
+                    .where(batch_lines.c.batch_id == batch_id, batch_lines.c.state == LEASED)
+                    .values(state=PENDING, owner=None, lease_until=None)
+                )
         return await self.get_batch(tenant, batch_id)
 
     # ------------------------------------------------------------------ workers

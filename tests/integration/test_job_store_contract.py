@@ -125,6 +125,18 @@ async def test_a_cancelled_batch_leaves_the_queue(store: JobStore) -> None:
     assert await store.count_occupying("t1") == 0
 
 
+async def test_a_cancel_is_final_for_results_in_flight(store: JobStore) -> None:
+    row = await _batch(store, lines=3)
+    held = await store.claim("w1", batch_ids=[row.id], limit=2, lease_s=60)
+    await store.complete("w1", [done_line(row.id, held[0].seq, _result(held[0].line))])
+    await store.cancel("t1", row.id)
+    # the worker finishes the line it held after the cancel: that result is not written
+    await store.complete("w1", [done_line(row.id, held[1].seq, _result(held[1].line))])
+    assert (await store.line_counts(row.id)).done == 1
+    final = await store.get_batch("t1", row.id)
+    assert final is not None and final.status == "cancelled"
+
+
 async def test_an_upload_that_died_is_forgotten_on_recovery(store: JobStore) -> None:
     dead = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
     await store.add_lines(dead.id, [(0, 1, "{}")])
