@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from typer.core import TyperCommand
 
-from service.cli_common import ExitCode, err, fail
+from service.cli_common import ExitCode, check_outputs, err, fail
 from service.errors import FaithJudgeError
 from service.reports.limits import LISTED_ITEMS
 
@@ -101,6 +101,8 @@ def report_command(
     from service.reports.report import build_report, report_json
 
     try:
+        read = [path for path in (results, compare, requests) if path is not None]
+        check_outputs(read, [html, md, json_out, csv])
         items = _load(results, quote_rows=max_items)
         baseline = _load(compare) if compare is not None else None
         if flip_rate not in ("pairs", "decided"):
@@ -145,6 +147,8 @@ def gate_command(
     from service.reports.report import build_report
 
     try:
+        read = [path for path in (results, config, baseline) if path is not None]
+        check_outputs(read, [junit, md])
         settings = gating.load_config(config)
         kinds = gating.configured_kinds(settings)
         if baseline is None and kinds == {"regression"}:

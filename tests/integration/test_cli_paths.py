@@ -17,6 +17,7 @@ from service.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
+GATE_CONFIG = str(ROOT / "examples" / "ci" / "faithjudge.toml")
 
 
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -45,8 +46,18 @@ def demo(tmp_path: Path) -> Path:
         (["reader-study-requests", "{demo}", "-o", "{demo}"], "both read and written"),
         (["split", "{demo}", "--dev", "/proc/no/a.jsonl", "--test", "b.jsonl"], "/proc/no"),
         (["score", "{demo}", "-o", "o.jsonl", "--data-dir", "/proc/no"], "/proc/no"),
+        (["report", "{demo}", "--html", "{demo}"], "both read and written"),
+        (["gate", "{demo}", "--config", GATE_CONFIG, "--md", "{demo}"], "both read and written"),
     ],
-    ids=["split-onto-input", "split-twice", "requests-onto-input", "split-proc", "data-dir-proc"],
+    ids=[
+        "split-onto-input",
+        "split-twice",
+        "requests-onto-input",
+        "split-proc",
+        "data-dir-proc",
+        "report-onto-input",
+        "gate-onto-input",
+    ],
 )
 def test_unusable_paths_are_one_line_and_exit_3(
     demo: Path, tmp_path: Path, args: list[str], message: str
