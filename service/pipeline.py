@@ -54,7 +54,7 @@ from service.scoring.verdict import verify
 from service.transport.base import JudgeResponse
 from service.transport.resilience import JudgeCaller
 
-__all__ = ["Scorer", "ScoringParams", "input_error_result"]
+__all__ = ["Scorer", "ScoringParams", "input_error_result", "readable_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,12 @@ class ScoringParams:
     min_ordinal_flip_grades: int = 2
 
 
+def readable_text(value: Any) -> str | None:
+    """A field of an unreadable line as its error result keeps it: a string of 1 to 2,000
+    characters, else None."""
+    return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
+
+
 def input_error_result(
     line: int | None, detail: str, *, readable: Mapping[str, Any] | None = None
 ) -> ItemResult:
@@ -75,15 +81,12 @@ def input_error_result(
     model, question) stays in the result, so reports attribute the error to its model.
     """
 
-    def text(key: str) -> str | None:
-        value = (readable or {}).get(key)
-        return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
-
+    fields = readable or {}
     return ItemResult(
         line=line,
-        item_id=text("item_id"),
-        model=text("model"),
-        question=text("question"),
+        item_id=readable_text(fields.get("item_id")),
+        model=readable_text(fields.get("model")),
+        question=readable_text(fields.get("question")),
         error=Failure(stage="input", detail=detail),
     )
 

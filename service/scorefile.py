@@ -23,7 +23,7 @@ from service.catalogue import metric_names
 from service.contracts import ItemResult, Metric, ScoreRequest, non_finite_path
 from service.errors import FaithJudgeError, UserInputError
 from service.jsonl import BOM, numbered_lines
-from service.pipeline import Scorer, input_error_result
+from service.pipeline import Scorer, input_error_result, readable_text
 from service.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
 
 __all__ = ["RunSummary", "count_lines", "describe_validation_error", "parse_line", "score_file"]
@@ -184,12 +184,11 @@ def _done_lines(output: Path) -> dict[int, str | None]:
 
 
 def _readable_item_id(raw: bytes) -> str | None:
-    """The item_id a result line records for this request line (``input_error_result``'s rule)."""
+    """The item_id a result line records for this request line (``readable_text``'s rule)."""
     try:
-        value = orjson.loads(raw.removeprefix(BOM)).get("item_id")
+        return readable_text(orjson.loads(raw.removeprefix(BOM)).get("item_id"))
     except (orjson.JSONDecodeError, AttributeError):
         return None
-    return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
 
 
 def _same_item(output: Path, number: int, recorded: str | None, raw: bytes) -> None:
