@@ -7,7 +7,6 @@ needs it, not when the CLI starts.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -132,11 +131,10 @@ _UNSENT_KEY = "unused: judge-requests export sends nothing"
 
 def _offline(settings: Settings) -> Settings:
     """``settings`` for a command that sends nothing: the OpenAI client is built (its base URL is
-    part of the cache key) but never called, so it needs no API key; a placeholder stands in."""
+    part of the cache key) but never called, so it needs no API key; a placeholder stands in
+    for whatever key the client would have found (the key is not part of the cache key)."""
     from pydantic import SecretStr
 
-    if settings.openai_api_key is not None or os.environ.get("OPENAI_API_KEY"):
-        return settings
     return settings.model_copy(update={"openai_api_key": SecretStr(_UNSENT_KEY)})
 
 
