@@ -33,7 +33,7 @@ serve: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# ruff, then mypy (strict on service/scoring and service/transport, default elsewhere)
+# ruff, then mypy (strict on service/faithjudge/scoring and service/faithjudge/transport, default elsewhere)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -24,8 +24,7 @@ from typing import Any, NamedTuple, Self
 
 import orjson
 import psutil
-
-from service.catalogue import BUILT_IN_METRICS
+from faithjudge_client.metric_catalogue import BUILT_IN_METRICS
 
 __all__ = [
     "METRICS",

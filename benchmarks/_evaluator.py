@@ -1,6 +1,7 @@
 """A benchmark-only evaluator: answers every call at once, in process, with no HTTP.
 
-It implements the ``Evaluator`` protocol of ``service/evaluators/base.py``. Each answer is a
+It implements the ``Evaluator`` protocol of ``service/faithjudge/evaluators/base.py``. Each answer
+is a
 schema-valid verdict quoting the first sentence of the fenced CoT (score 3), or none (score 1)
 when no sentence is found, like the fake judge's ``quote_mode first_sentence``. A spec
 ``bench:NAME@MS`` makes every call wait MS milliseconds (non-blocking) first. Its
@@ -20,11 +21,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import orjson
-
-from service.evaluators import register_evaluator
-from service.evaluators.base import JudgeRequest
-from service.settings import Settings
-from service.transport.base import JudgeResponse, Usage
+from faithjudge.evaluators import register_evaluator
+from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.settings import Settings
+from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = ["INSTANCES", "BenchEvaluator", "register", "total_calls"]
 

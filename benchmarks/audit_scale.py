@@ -1,6 +1,6 @@
 """Grounding audit of 1,000,000 answer records: target ≤ 30 s for the audit itself.
 
-Synthetic records (seeded; ``service.audits.synthetic``) for all three audits are written to a
+Synthetic records (seeded; ``faithjudge.audits.synthetic``) for all three audits are written to a
 temporary JSONL file: Lotfinia (8 models, Yes/No cases, 40% with target/irrelevant masks),
 Zafar (4 models x 4 benchmarks, six conditions, rationales on three) and MedVIGIL (10 models,
 ten probes per case). A child process then does what ``faithjudge audit --json --md --html``
@@ -37,7 +37,7 @@ REFERENCE_LINES = 100_000
 
 def generate(path: Path, records: int, seed: int = 0) -> dict[str, int]:
     """Write about ``records`` synthetic answer records; returns records per audit."""
-    from service.audits.synthetic import lotfinia_records, medvigil_records, zafar_records
+    from faithjudge.audits.synthetic import lotfinia_records, medvigil_records, zafar_records
 
     scale = records / 1_000_000
     parts = {
@@ -61,8 +61,8 @@ def _rss_bytes() -> int:
 
 def run_audit_stages(path: Path, out_dir: Path) -> dict[str, Any]:
     """What ``faithjudge audit`` does, with per-stage timings (runs in the child process)."""
-    from service.audits import load_records, parse_lines, prepare, run_audit
-    from service.audits.render import audit_html, audit_markdown
+    from faithjudge.audits import load_records, parse_lines, prepare, run_audit
+    from faithjudge.audits.render import audit_html, audit_markdown
 
     times: dict[str, Any] = {}
     start, cpu_start = time.perf_counter(), time.process_time()

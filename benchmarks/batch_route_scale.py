@@ -53,11 +53,10 @@ MAX_BYTES = 200 * 1024 * 1024
 
 def child_main(args: argparse.Namespace) -> None:
     import anyio
-
-    from service.batchroute import run_batches
-    from service.runtime import open_scorer
-    from service.scorefile import score_file
-    from service.settings import Settings
+    from faithjudge.runners.file_runner import score_file
+    from faithjudge.runners.provider_batch import run_batches
+    from faithjudge.runtime import open_scorer
+    from faithjudge.settings import Settings
 
     settings = Settings(
         evaluator="openai-batch:bench-judge",

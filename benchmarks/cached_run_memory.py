@@ -57,9 +57,9 @@ async def fill_cache(scorer: Any, source: Path) -> int:
     result lines). It uses the Scorer's private request-building steps; should they change, the
     keys stop matching and pass 2's zero-evaluator-calls check fails loudly.
     """
-    from service.contracts import ScoreRequest
-    from service.evaluators.base import JudgeRequest
-    from service.transport.cache import cache_key
+    from faithjudge.evaluators.base import JudgeRequest
+    from faithjudge.transport.cache import cache_key
+    from faithjudge_client.lines import ScoreRequest
 
     caller = scorer._caller
     evaluator, cache = caller.evaluator, caller.cache
@@ -89,11 +89,11 @@ def child_main(args: argparse.Namespace) -> None:
     import tracemalloc
 
     import anyio
+    from faithjudge.runners.file_runner import score_file
+    from faithjudge.runtime import open_scorer
+    from faithjudge.settings import Settings
 
     from benchmarks import _evaluator
-    from service.runtime import open_scorer
-    from service.scorefile import score_file
-    from service.settings import Settings
 
     if args.trace_memory:
         tracemalloc.start(25)

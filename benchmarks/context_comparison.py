@@ -42,7 +42,8 @@ WORK = Path(tempfile.gettempdir()) / "faithjudge-context-comparison"
 SENTENCES = WORK / "sentences.json"
 MODIFIERS = WORK / "modifiers.json"
 SPEED = WORK / "speed.json"
-# The lexicon's word pattern (service/scoring/lexicon/text.py), repeated so that ``dump`` runs
+# The lexicon's word pattern (service/faithjudge/scoring/lexicon/text.py), repeated so that
+# ``dump`` runs
 # without the service's dependencies.
 _TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 
@@ -60,8 +61,9 @@ def sentences_step(shared: Path, items: int) -> None:
     """Write the lexicon's sentences of the reader-study CoTs and of the speed corpus."""
     import random
 
+    from faithjudge.scoring.lexicon import sentences
+
     from benchmarks._common import kb_questions, make_request
-    from service.scoring.lexicon import sentences
 
     def cut(cot: str) -> list[str]:
         return [cot[s.start : s.end] for s in sentences(cot)]
@@ -146,11 +148,12 @@ def evaluate_step(shared: Path, bootstrap: int) -> dict[str, Any]:
     """Score the reader study with the hand-written rules and with ConText's decisions."""
     from unittest import mock
 
+    from faithjudge.agreement import load_judge_results, load_reader_study
+    from faithjudge.agreement.halves import split_half_agreement
+    from faithjudge.scoring.lexicon import attribution, fidelity, negation, tokenize, tone
+
     from benchmarks._common import write_result
     from benchmarks.lexicon_agreement import render_table, score_reader_study, split_halves
-    from service.agreement import load_judge_results, load_reader_study
-    from service.agreement.halves import split_half_agreement
-    from service.scoring.lexicon import attribution, fidelity, negation, tokenize, tone
 
     table = {tuple(tokenize(t)): m for t, m in json.loads(MODIFIERS.read_text()).items()}
     unknown: set[tuple[str, ...]] = set()

@@ -33,9 +33,8 @@ NAME = "generation_speed"
 
 
 def _inputs(n: int) -> list[Any]:
+    from faithjudge.sidecar.backends.base import Turn
     from PIL import Image
-
-    from clients.sidecar.backends.base import Turn
 
     question = "Is there a pleural effusion on the right? (yes or no)"
     convs = []
@@ -63,8 +62,8 @@ def _time(backend: Any, convs: list[Any], repeats: int) -> tuple[float, list[str
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
+    from faithjudge.sidecar.backends.hf import TransformersBackend
 
-    from clients.sidecar.backends.hf import TransformersBackend
     from tests.fakes.tiny_vlm import build_tiny_vlm
 
     if args.threads:

@@ -6,7 +6,7 @@ items (``../shared/data``, never part of the repository) are split by ``faithjud
 second), scored with ``lexicon:v1`` (or any evaluator given) and, for comparison, replayed from
 the recorded LLM judges, all through the real ``faithjudge score`` path. Each half gets its own
 consensus; tau-b per axis with a 95 % percentile bootstrap CI, and the mean of the halves with
-the CI of the mean (``service.agreement.halves``). The lexicon rules are developed on one half
+the CI of the mean (``faithjudge.agreement.halves``). The lexicon rules are developed on one half
 and confirmed on the other, so the table shows each half beside the mean. The strict figures
 score each half only with the rules it did not shape: ``DEVELOPED_ON`` records every rule change
 by the half it was developed on, as the edit that takes it back out of the shipped lexicons.
@@ -27,19 +27,19 @@ from typing import Any, NamedTuple
 import anyio
 import orjson
 import pandas as pd
-
-from benchmarks._common import REPO_ROOT, machine_facts, write_result
-from service.agreement import (
+from faithjudge.agreement import (
     load_judge_results,
     load_reader_study,
     reader_study_requests,
     stratified_split,
 )
-from service.agreement.halves import HALF_AXES, HalfAxis, SplitHalfReport, split_half_agreement
-from service.evaluators.lexicon import DEFAULT_LEXICON_DIR
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
+from faithjudge.agreement.halves import HALF_AXES, HalfAxis, SplitHalfReport, split_half_agreement
+from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+
+from benchmarks._common import REPO_ROOT, machine_facts, write_result
 
 __all__ = [
     "DEVELOPED_ON",

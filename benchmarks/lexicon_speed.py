@@ -39,6 +39,10 @@ from typing import Any, NamedTuple
 
 import anyio
 import orjson
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.scoring.lexicon import clear_memos
+from faithjudge.settings import Settings
 
 from benchmarks._common import (
     REPO_ROOT,
@@ -49,10 +53,6 @@ from benchmarks._common import (
     median,
     write_result,
 )
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.scoring.lexicon import clear_memos
-from service.settings import Settings
 
 __all__ = ["main"]
 

@@ -1,6 +1,6 @@
 """Perturbation throughput on one core: images/s for 2,048 x 2,048 inputs, per code and family.
 
-Every sidecar perturbation (``clients.sidecar.perturb``) runs on the same seeded synthetic
+Every sidecar perturbation (``faithjudge.sidecar.perturb``) runs on the same seeded synthetic
 radiograph-like RGB image (smooth anatomy-ish gradients plus noise), as the sidecar calls it:
 ``perturb(code, image, item, params=..., seed=...)``, PIL image in, PIL image out. Preprocessing
 (``images.preprocess``: 16-bit grey to 8-bit RGB, with and without the square pad) and loading a
@@ -29,9 +29,8 @@ import numpy as np
 from benchmarks._common import load_average, machine_facts, median, write_result
 
 if TYPE_CHECKING:
+    from faithjudge.sidecar.perturb import ImagePool
     from PIL import Image
-
-    from clients.sidecar.perturb import ImagePool
 
 # The sidecar (and PIL) are imported where they are used, so that ``run_all`` can build its
 # summary table from the results file without them.
@@ -103,9 +102,8 @@ def _shuffle_loop_reference(array: np.ndarray, patch: int, seed: int) -> np.ndar
 
 
 def _direct_blur_reference(array: np.ndarray, sigma: float) -> np.ndarray:
+    from faithjudge.sidecar.perturb.medvigil import gaussian_kernel
     from scipy import ndimage
-
-    from clients.sidecar.perturb.medvigil import gaussian_kernel
 
     weights = gaussian_kernel(sigma)
     data = array.astype(np.float32)
@@ -116,7 +114,7 @@ def _direct_blur_reference(array: np.ndarray, sigma: float) -> np.ndarray:
 
 def _cases(size: int) -> list[tuple[str, str, dict[str, Any] | None, str]]:
     """(label, code, params, item kind) for every timed perturbation call."""
-    from clients.sidecar.perturb import BLUR_LADDER
+    from faithjudge.sidecar.perturb import BLUR_LADDER
 
     cases: list[tuple[str, str, dict[str, Any] | None, str]] = [
         ("BASELINE", "BASELINE", None, "binary"),
@@ -177,9 +175,8 @@ _FAMILY = {
 
 def _pool(image: Image.Image, size: int, rng: np.random.Generator) -> ImagePool:
     """1,000 entries with 768-d embeddings; 8 distinct full-size images shared among them."""
+    from faithjudge.sidecar.perturb import ImagePool, PoolEntry
     from PIL import Image
-
-    from clients.sidecar.perturb import ImagePool, PoolEntry
 
     images = [
         Image.fromarray(np.roll(np.asarray(image), shift=37 * (i + 1), axis=1)) for i in range(8)
@@ -233,11 +230,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-repeats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    from faithjudge.sidecar.images import load_image, preprocess
+    from faithjudge.sidecar.perturb import PerturbItem, perturb
+    from faithjudge.sidecar.perturb.zafar import shuffle_patches, to_patches
     from PIL import Image
-
-    from clients.sidecar.images import load_image, preprocess
-    from clients.sidecar.perturb import PerturbItem, perturb
-    from clients.sidecar.perturb.zafar import shuffle_patches, to_patches
 
     cpu = _pin_one_core()
     started = time.perf_counter()

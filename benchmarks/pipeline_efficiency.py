@@ -38,6 +38,9 @@ from typing import Any
 import anyio
 import orjson
 import psutil
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer, run_async
+from faithjudge.settings import Settings
 
 from benchmarks import _evaluator
 from benchmarks._common import (
@@ -49,9 +52,6 @@ from benchmarks._common import (
     make_request,
     write_result,
 )
-from service.runtime import open_scorer, run_async
-from service.scorefile import score_file
-from service.settings import Settings
 
 NAME = "pipeline_efficiency"
 TARGET_EFFICIENCY = 0.9
@@ -236,8 +236,8 @@ def run_once(
 
 def bare_bodies(count: int, seed: int) -> list[bytes]:
     """Chat request bodies like the pipeline's (CT and CA prompts of the v1 set, strict schema)."""
-    from service.prompts import load_prompt_set
-    from service.schemas import judge_response_format
+    from faithjudge.prompts import load_prompt_set
+    from faithjudge.schemas import judge_response_format
 
     prompts = load_prompt_set("v1")
     rng = random.Random(seed)

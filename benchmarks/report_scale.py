@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from faithjudge_client.metric_catalogue import BUILT_IN_METRICS
 
 from benchmarks._common import machine_facts, run_measured_child, write_result
-from service.catalogue import BUILT_IN_METRICS
 
 __all__ = ["generate", "main", "run_report"]
 
@@ -105,12 +105,12 @@ def generate(path: Path, lines: int, seed: int = 0) -> None:
 
 def run_report(path: Path, out_dir: Path, bootstrap: int) -> dict[str, float]:
     """What ``faithjudge report`` does, with per-stage timings (runs in the child process)."""
-    from service.reports.export import export_items
-    from service.reports.io import iter_results, write_text
-    from service.reports.render_html import report_html
-    from service.reports.render_md import report_markdown
-    from service.reports.report import build_report, report_json
-    from service.reports.table import item_table
+    from faithjudge.reports.export import export_items
+    from faithjudge.reports.io import iter_results, write_text
+    from faithjudge.reports.render_html import report_html
+    from faithjudge.reports.render_md import report_markdown
+    from faithjudge.reports.report import build_report, report_json
+    from faithjudge.reports.table import item_table
 
     times: dict[str, float] = {}
     start = time.perf_counter()

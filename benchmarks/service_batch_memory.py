@@ -27,11 +27,11 @@ from typing import Any
 
 import orjson
 import psutil
+from faithjudge_client import FaithJudgeClient
+from faithjudge_client.metric_catalogue import BUILT_IN_METRICS
 
 from benchmarks._common import kb_questions, load_average, machine_facts, make_request, write_result
 from benchmarks.service_process import BENCH_KEY, RssSampler, ServiceProcess
-from clients.sdk import FaithJudgeClient
-from service.catalogue import BUILT_IN_METRICS
 
 NAME = "service_batch_memory"
 TARGET_PEAK_MB = 500.0

@@ -29,11 +29,11 @@ from typing import Any
 
 import anyio
 import orjson
+from faithjudge_client import FaithJudgeClient
 
 from benchmarks._common import load_average, machine_facts, write_result
 from benchmarks.batch_route_scale import MAX_BYTES, MAX_LINES, fake_batch_api, generate
 from benchmarks.service_process import BENCH_KEY, RssSampler, ServiceProcess
-from clients.sdk import FaithJudgeClient
 
 NAME = "service_batch_route"
 TARGET_PEAK_MB = 500.0

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from faithjudge_client import FaithJudgeClient
 
 from benchmarks._common import load_average, machine_facts, write_result
 from benchmarks.pipeline_efficiency import FakeJudgeProcess, read_outcome, write_items
 from benchmarks.service_process import BENCH_KEY, ServiceProcess
-from clients.sdk import FaithJudgeClient
 
 NAME = "service_batch_throughput"
 TARGET_RATIO = 0.85

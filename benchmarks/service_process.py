@@ -30,7 +30,7 @@ MB = 1024 * 1024
 def _serve_command() -> list[str]:
     """The installed ``faithjudge`` entry point beside this interpreter, else the module."""
     script = Path(sys.executable).with_name("faithjudge")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "faithjudge.cli.main"]
 
 
 class ServiceProcess(ChildProcess):

@@ -36,6 +36,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from faithjudge.schemas import FaithJudgeValidator, judge_output_validator, load_schema
+from faithjudge.scoring.evidence import locate_quote
+from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS
+from faithjudge.scoring.normalize import NormalizedText, normalize, normalize_text
+from faithjudge.scoring.verdict import parse_response, verify
 from rapidfuzz import fuzz
 
 from benchmarks._common import (
@@ -47,11 +52,6 @@ from benchmarks._common import (
     median,
     write_result,
 )
-from service.schemas import FaithJudgeValidator, judge_output_validator, load_schema
-from service.scoring.evidence import locate_quote
-from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
-from service.scoring.normalize import NormalizedText, normalize, normalize_text
-from service.scoring.verdict import parse_response, verify
 
 NAME = "verify_throughput"
 TARGET_ITEMS_PER_S = 2000.0

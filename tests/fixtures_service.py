@@ -27,10 +27,9 @@ import anyio
 import httpx
 import pytest
 import uvicorn
+from faithjudge.api.app import create_app
+from faithjudge.settings import Settings
 from fastapi import FastAPI
-
-from service.api.app import create_app
-from service.settings import Settings
 
 LOCAL_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 POSTGRES_URL = os.environ.get("FAITHJUDGE_TEST_POSTGRES_URL", LOCAL_POSTGRES)

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from faithjudge.runners.file_runner import parse_line
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ItemResult
 
-from service.contracts import ItemResult
-from service.scorefile import parse_line
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fixtures_service import Backend, running_app, wait_for_status
 
@@ -230,9 +230,9 @@ async def test_tenant_limit_on_unfinished_batches_is_429(
 async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    from service.jobs.contract import JobStore
-    from service.jobs.worker import done_line
-    from service.pipeline import input_error_result
+    from faithjudge.jobs.interface import JobStore
+    from faithjudge.jobs.worker import done_line
+    from faithjudge.pipeline import input_error_result
 
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (app, client):

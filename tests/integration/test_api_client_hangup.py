@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faithjudge.settings import Settings
 
-from service.settings import Settings
 from tests.fixtures_service import running_app
 
 pytestmark = pytest.mark.anyio

@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+from faithjudge.api.app import create_app
+from faithjudge.api.keys import create_key
+from faithjudge.settings import Settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.api.app import create_app
-from service.api.keys import create_key
-from service.settings import Settings
 from tests.fixtures_service import serve_in_thread
 from tests.integration.test_api_batches import demo_lines
 

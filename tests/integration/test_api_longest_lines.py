@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+from faithjudge.settings import Settings
+from faithjudge_client.lines import MAX_ANSWER_CHARS, MAX_COT_CHARS, ScoreRequest
 
-from service.contracts import MAX_ANSWER_CHARS, MAX_COT_CHARS, ScoreRequest
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fixtures_service import Backend, running_app, wait_for_status
 

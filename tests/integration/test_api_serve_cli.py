@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 import uvicorn
+from faithjudge.api.keys import hash_key
+from faithjudge.cli.main import app
 from typer.testing import CliRunner
-
-from service.api.keys import hash_key
-from service.cli import app
 
 runner = CliRunner()
 
@@ -91,7 +90,7 @@ def test_a_database_that_cannot_be_opened_ends_serve_with_one_line(
 
 
 def test_a_plain_postgresql_url_gets_the_shipped_driver() -> None:
-    from service.settings import Settings
+    from faithjudge.settings import Settings
 
     settings = Settings(database_url="postgresql://postgres@127.0.0.1:5432/test")
     assert settings.job_store_url == "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

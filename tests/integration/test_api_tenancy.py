@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from faithjudge.api.keys import create_key, hash_key
+from faithjudge.settings import Settings
 
-from service.api.keys import create_key, hash_key
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fixtures_service import Backend, running_app, wait_for_status
 from tests.integration.test_api_batches import NDJSON, demo_lines

@@ -8,9 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
+from faithjudge.cli.main import app
 from typer.testing import CliRunner
-
-from service.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "audit" / "records.jsonl"
@@ -148,7 +147,7 @@ def _request(item: str, code: str, answer: str, truth: str = "yes") -> dict[str,
 
 
 def test_sidecar_requests_are_audited_directly(tmp_path: Path) -> None:
-    from service.contracts import ScoreRequest
+    from faithjudge_client.lines import ScoreRequest
 
     lines = []
     for j in range(6):

@@ -20,14 +20,14 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from faithjudge.cli.main import app
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+from faithjudge.transport.batch import BatchLedger, PartWriter, outcome_of_line, request_line
+from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.contracts import ItemResult
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
-from service.transport.batch import BatchLedger, PartWriter, outcome_of_line, request_line
 from tests.fakes.batch_server import FakeBatchConfig, answer_line, run_fake_batches
 from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 from tests.integration.test_fault_matrix import PERMANENT, TRANSIENT, _line
@@ -57,7 +57,7 @@ def _results(path: Path) -> dict[str, ItemResult]:
 
 
 async def _batch_run(settings: Settings, source: Path, out: Path, **limits: int):
-    from service.batchroute import run_batches
+    from faithjudge.runners.provider_batch import run_batches
 
     async with open_scorer(settings) as scorer:
         report = await run_batches(scorer, settings, source, limits=limits)
@@ -247,7 +247,7 @@ def test_kill_9_mid_run_then_rerun_never_submits_twice(tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "service.cli",
+        "faithjudge.cli.main",
         "score",
         str(source),
         "-o",
@@ -326,8 +326,7 @@ def test_cancel_after_a_crash_between_create_and_record_cancels_the_unrecorded_b
     the provider knows of; --cancel finds it by its tag and cancels it, so it is not left
     running (and billed) unseen, and the next run sends its requests again."""
     import anyio
-
-    from service.batchroute import run_batches
+    from faithjudge.runners.provider_batch import run_batches
 
     source = tmp_path / "in.jsonl"
     source.write_text(_line("o-1", "(one)") + "\n")
@@ -370,7 +369,7 @@ def test_cancel_with_nothing_open_says_so(tmp_path: Path) -> None:
     source.write_text(_line("n-1", "(one)") + "\n")
     with run_fake_batches() as fake:
         env = _cli_env(fake.base_url, tmp_path)
-        command = [sys.executable, "-m", "service.cli", "score", str(source), "-o"]
+        command = [sys.executable, "-m", "faithjudge.cli.main", "score", str(source), "-o"]
         command += [str(tmp_path / "o.jsonl"), "--evaluator", "openai-batch:fake-judge"]
         result = subprocess.run(
             [*command, "--no-progress", "--cancel"], env=env, cwd=ROOT, capture_output=True
@@ -551,7 +550,7 @@ def test_cli_cancel_leaves_nothing_running(tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "service.cli",
+        "faithjudge.cli.main",
         "score",
         str(source),
         "-o",
@@ -586,7 +585,7 @@ def test_ctrl_c_leaves_the_batches_running_and_a_rerun_resumes(tmp_path: Path) -
     source = tmp_path / "in.jsonl"
     source.write_text(_line("s-1", "(one)") + "\n")
     out = tmp_path / "out.jsonl"
-    command = [sys.executable, "-m", "service.cli", "score", str(source), "-o", str(out),
+    command = [sys.executable, "-m", "faithjudge.cli.main", "score", str(source), "-o", str(out),
                "--evaluator", "openai-batch:fake-judge", "--no-progress"]  # fmt: skip
     with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
         env = _cli_env(fake.base_url, tmp_path)
@@ -628,8 +627,8 @@ def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
 
 
 async def test_progress_reports_the_providers_counts_and_states(tmp_path: Path) -> None:
-    from service.batchroute import run_batches
-    from service.transport.batch import BatchProgress
+    from faithjudge.runners.provider_batch import run_batches
+    from faithjudge.transport.batch import BatchProgress
 
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(_line(f"p-{i}", f"({i})") for i in range(5)) + "\n")

@@ -19,9 +19,9 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ItemResult
 
-from service.contracts import ItemResult
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fakes.batch_server import FakeBatchConfig, run_fake_batches
 from tests.fixtures_service import Backend, running_app, wait_for_status
@@ -150,7 +150,7 @@ async def test_cancelling_a_job_cancels_its_provider_batches(tmp_path: Path) -> 
 async def test_a_dead_provider_fails_the_job_naming_the_cause(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service.jobs import provider_phase
+    from faithjudge.jobs import provider_phase
 
     monkeypatch.setattr(provider_phase, "_retry_delay", lambda tries: 0.01)
     with socket.socket() as sock:  # a port nobody listens on
@@ -183,7 +183,7 @@ def _serve(base_url: str, tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         FAITHJUDGE_BATCH_POLL_S="0.05",
         PYTHONPATH=str(ROOT),
     )
-    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "faithjudge.cli.main", "serve", "--port", str(port)]
     return subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ItemResult
 
-from service.contracts import ItemResult
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fixtures_service import Backend, running_app, wait_for_status
 
@@ -56,9 +56,8 @@ async def test_a_batch_with_byte_order_marks_accepts_every_line(
 
 
 def test_report_and_split_read_files_that_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    from faithjudge.cli.main import app
     from typer.testing import CliRunner
-
-    from service.cli import app
 
     source = tmp_path / "in.jsonl"
     source.write_bytes(_body())

@@ -2,7 +2,7 @@
 
 Outputs that are an input, or twice the same output, are refused before anything is written;
 paths the system refuses (a folder under /proc, a missing device) are named in one line.
-The commands run as whole processes (``python -m service.cli``), as the console script does.
+The commands run as whole processes (``python -m faithjudge.cli.main``), as the console script does.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from service.exit_codes import ExitCode
+from faithjudge.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
@@ -22,7 +21,7 @@ GATE_CONFIG = str(ROOT / "examples" / "ci" / "faithjudge.toml")
 
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args],
+        [sys.executable, "-m", "faithjudge.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.cli.common import ExitCode
+from faithjudge.cli.main import app
+from faithjudge.runtime import FAIL_FAST_AFTER
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.cli_common import ExitCode
-from service.runtime import FAIL_FAST_AFTER
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,12 +73,12 @@ def test_every_evaluator_call_failing_exits_4(tmp_path: Path) -> None:
 def test_ctrl_c_exits_5_and_keeps_what_was_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.runtime
+    import faithjudge.runtime
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(service.runtime, "run_async", interrupted)
+    monkeypatch.setattr(faithjudge.runtime, "run_async", interrupted)
     result, _ = _score(tmp_path, DEMO, "--evaluator", f"replay:{DEMO_JUDGE}")
     assert result.exit_code == ExitCode.STOPPED == 5, result.output
     assert "run again to resume" in " ".join(result.output.split())

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 import pytest
+from faithjudge.api.keys import create_key
+from faithjudge.settings import Settings
 
-from service.api.keys import create_key
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fakes.tcp_proxy import tcp_proxy
 from tests.fixtures_service import Backend, postgres_backend, running_app, wait_for_status
@@ -186,7 +186,7 @@ async def _readiness_turns(client: httpx.AsyncClient, status: int) -> httpx.Resp
 async def test_failing_result_writes_make_the_service_unready_until_they_succeed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service.jobs.contract import StoreUnavailable
+    from faithjudge.jobs.interface import StoreUnavailable
 
     settings = settings_for(fixtures_service.Backend("sqlite", {}), tmp_path, commit_every=1)
     async with running_app(settings) as (app, client):

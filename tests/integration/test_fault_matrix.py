@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ItemResult
 
-from service.contracts import ItemResult
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
 from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 
 pytestmark = pytest.mark.anyio
@@ -159,9 +159,8 @@ async def test_second_run_is_served_from_the_cache_with_identical_results(tmp_pa
 def test_cli_openai_evaluator_honours_sdk_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from faithjudge.cli.main import app
     from typer.testing import CliRunner
-
-    from service.cli import app
 
     source = tmp_path / "in.jsonl"
     source.write_text(_line("env-1", "") + "\n")

@@ -39,13 +39,13 @@ def test_scores_the_demo_from_an_installed_layout(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(site), "FAITHJUDGE_DATA_DIR": str(work / "data")}
     env.pop("FAITHJUDGE_EVALUATOR", None)
     demo = ROOT / "examples" / "demo.jsonl"
-    cli = "from service.cli import app; app()"
+    cli = "from faithjudge.cli.main import app; app()"
     command = [sys.executable, "-c", cli, "score", str(demo), "-o", str(output), "--no-progress"]
     done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     results = [orjson.loads(line) for line in output.read_bytes().splitlines()]
     assert len(results) == len(demo.read_bytes().splitlines())
     assert all(r["provenance"]["evaluator"].startswith("lexicon") for r in results)
-    check = [sys.executable, "-c", "import service.assets as a; print(a.asset_dir('schemas'))"]
+    check = [sys.executable, "-c", "import faithjudge.assets as a; print(a.asset_dir('schemas'))"]
     where = subprocess.run(check, cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert Path(where.stdout.strip()).is_relative_to(site / "service" / "_assets")

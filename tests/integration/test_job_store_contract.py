@@ -1,6 +1,6 @@
 """The job-store contract: what any ``JobStore`` must do, run against every implementation.
 
-Each test speaks only the interface of ``service.jobs.contract`` (rows, states, errors) and
+Each test speaks only the interface of ``faithjudge.jobs.interface`` (rows, states, errors) and
 opens stores through ``open_job_store``; the SQL store runs it on SQLite and on PostgreSQL. A new
 store joins by adding its URL to ``store_url``.
 """
@@ -12,9 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from service.contracts import ItemResult
-from service.jobs.contract import (
+from faithjudge.jobs.interface import (
     DONE,
     PENDING,
     IdempotencyConflict,
@@ -22,7 +20,9 @@ from service.jobs.contract import (
     LineCounts,
     open_job_store,
 )
-from service.jobs.worker import done_line
+from faithjudge.jobs.worker import done_line
+from faithjudge_client.lines import ItemResult
+
 from tests import fixtures_service
 from tests.fixtures_service import Backend
 
@@ -203,7 +203,7 @@ async def test_unscored_requests_page_through_the_lines_not_done(store: JobStore
 
 
 async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -> None:
-    from service.transport.base import JudgeResponse, Usage
+    from faithjudge.transport.base import JudgeResponse, Usage
 
     def render(sources):  # type: ignore[no-untyped-def]
         # the store keeps where each request came from; its line is rebuilt from the job line

@@ -21,10 +21,10 @@ from pathlib import Path
 import anyio
 import httpx
 import orjson
+from faithjudge.jobs.interface import DONE, open_job_store
+from faithjudge.prompts import load_prompt_set
+from faithjudge.settings import Settings
 
-from service.jobs.contract import DONE, open_job_store
-from service.prompts import load_prompt_set
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 from tests.fixtures_service import Backend, free_port
@@ -71,7 +71,7 @@ def _judge_key(i: int) -> tuple[str, str]:
 def _service(env: dict[str, str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("ab") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "faithjudge.cli.main", "serve", "--port", str(port)],
             cwd=ROOT,
             env=env,
             stdout=sink,

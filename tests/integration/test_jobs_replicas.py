@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
+from faithjudge.jobs.interface import DONE, JobStore, open_job_store
+from faithjudge.jobs.worker import done_line
+from faithjudge.pipeline import input_error_result
+from faithjudge.settings import Settings
 
-from service.jobs.contract import DONE, JobStore, open_job_store
-from service.jobs.worker import done_line
-from service.pipeline import input_error_result
-from service.settings import Settings
 from tests import fixtures_service
 from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 from tests.fixtures_service import Backend, running_app, wait_for_status

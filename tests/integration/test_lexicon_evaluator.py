@@ -15,16 +15,16 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from faithjudge.evaluators import make_evaluator
+from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.evaluators.lexicon import LexiconEvaluator
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ScoreRequest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.contracts import ScoreRequest
-from service.evaluators import make_evaluator
-from service.evaluators.base import JudgeRequest
-from service.evaluators.lexicon import LexiconEvaluator
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
 from tests.conftest import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def test_two_processes_write_byte_identical_files(tmp_path: Path) -> None:
         cmd = [
             sys.executable,
             "-m",
-            "service.cli",
+            "faithjudge.cli.main",
             "score",
             str(DEMO),
             "-o",
@@ -202,7 +202,7 @@ def test_two_processes_write_byte_identical_files(tmp_path: Path) -> None:
 def test_reader_study_coverage_and_agreement(tmp_path: Path) -> None:
     if not READER_STUDY.is_file():
         pytest.skip("needs ../shared/data (reader study)")
-    from service.agreement import (
+    from faithjudge.agreement import (
         load_judge_results,
         load_reader_study,
         reader_study_requests,
@@ -240,9 +240,10 @@ def test_split_half_agreement_meets_the_targets(tmp_path: Path) -> None:
     halves at or above the targets (CA 0.55, CF 0.25, CT 0.10) and every grade valid."""
     if not READER_STUDY.is_file():
         pytest.skip("needs ../shared/data (reader study)")
+    from faithjudge.agreement import load_judge_results, load_reader_study
+    from faithjudge.agreement.halves import split_half_agreement
+
     from benchmarks.lexicon_agreement import TARGETS, score_reader_study, split_halves
-    from service.agreement import load_judge_results, load_reader_study
-    from service.agreement.halves import split_half_agreement
 
     results = load_judge_results(score_reader_study(READER_STUDY, "lexicon:v1", tmp_path))
     assert results["status"].eq("valid").all()
@@ -263,6 +264,10 @@ def test_each_half_judged_by_the_rules_it_did_not_shape_meets_the_targets(
     (benchmarks.lexicon_agreement.DEVELOPED_ON), mean of the two directions at the targets."""
     if not READER_STUDY.is_file():
         pytest.skip("needs ../shared/data (reader study)")
+    from faithjudge.agreement import load_reader_study
+    from faithjudge.agreement.halves import split_half_agreement
+    from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR
+
     from benchmarks.lexicon_agreement import (
         DEVELOPED_ON,
         TARGETS,
@@ -271,9 +276,6 @@ def test_each_half_judged_by_the_rules_it_did_not_shape_meets_the_targets(
         split_halves,
         strict_results,
     )
-    from service.agreement import load_reader_study
-    from service.agreement.halves import split_half_agreement
-    from service.evaluators.lexicon import DEFAULT_LEXICON_DIR
 
     # Each undo edits the shipped files: the variant differs where (and only where) it says.
     without_b = lexicon_without("B", tmp_path / "without_b")

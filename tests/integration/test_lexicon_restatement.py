@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
 
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
 from tests.restatements import restatements, statement
 
 REPO = Path(__file__).resolve().parents[2]

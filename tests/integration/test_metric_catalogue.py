@@ -16,21 +16,21 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-
-from service import catalogue, schemas
-from service.catalogue import MetricSpec, register_metric, unregister_metric
-from service.contracts import METRICS, ScoreRequest
-from service.reports import gate as gating
-from service.reports.io import iter_results
-from service.reports.render_md import report_markdown
-from service.reports.report import build_report, report_json
-from service.reports.table import item_table
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.scoring.lexicon import Lexicon, register_rule, unregister_rule
-from service.scoring.normalize import normalize
-from service.scoring.verdict import verify
-from service.settings import Settings
+from faithjudge import schemas
+from faithjudge.reports import gate as gating
+from faithjudge.reports.io import iter_results
+from faithjudge.reports.render_md import report_markdown
+from faithjudge.reports.report import build_report, report_json
+from faithjudge.reports.table import item_table
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.scoring.lexicon import Lexicon, register_rule, unregister_rule
+from faithjudge.scoring.normalize import normalize
+from faithjudge.scoring.verdict import verify
+from faithjudge.settings import Settings
+from faithjudge_client import metric_catalogue as catalogue
+from faithjudge_client.lines import METRICS, ScoreRequest
+from faithjudge_client.metric_catalogue import MetricSpec, register_metric, unregister_metric
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.jsonl"

@@ -14,10 +14,10 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
+from faithjudge.cli.main import app
+from faithjudge.settings import Settings
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.settings import Settings
 from tests.fixtures_service import running_app, wait_for_status
 from tests.integration.test_api_batches import NDJSON, demo_lines
 

@@ -8,16 +8,17 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
+from faithjudge.errors import ConfigError, EvaluatorError
+from faithjudge.evaluators import make_evaluator
+from faithjudge.evaluators.base import JudgeRequest, Message
+from faithjudge.evaluators.openai import OpenAIEvaluator
+from faithjudge.settings import Settings
+from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.cache import ResponseCache
+from faithjudge.transport.providers import LOCAL_API_KEY, make_openai_client
+from faithjudge.transport.resilience import JudgeCaller
+from faithjudge_client.retry import RetryPolicy
 
-from service.errors import ConfigError, EvaluatorError
-from service.evaluators import make_evaluator
-from service.evaluators.base import JudgeRequest, Message
-from service.evaluators.openai import OpenAIEvaluator
-from service.settings import Settings
-from service.transport.base import JudgeResponse
-from service.transport.cache import ResponseCache
-from service.transport.providers import LOCAL_API_KEY, make_openai_client
-from service.transport.resilience import JudgeCaller, RetryPolicy
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
 
 pytestmark = pytest.mark.anyio

@@ -14,12 +14,11 @@ from typing import Any
 
 import orjson
 import pytest
-
-from service.contracts import ItemResult, ScoreRequest
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.scoring.answers import parse_question
-from service.settings import Settings
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.scoring.answers import parse_question
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ItemResult, ScoreRequest
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,7 +163,7 @@ async def test_real_replies_in_answer_fields_read_as_the_cot_is(tmp_path: Path) 
         for metric in result.metrics.values():
             assert metric.status == "valid", (result.item_id, metric.failure)
     # the answer read from the whole reply is the one read from the CoT
-    from service.scoring.answers import extract_answer, normalize_answer
+    from faithjudge.scoring.answers import extract_answer, normalize_answer
 
     for row, result in zip(rows, results, strict=True):
         spec = parse_question(row["question"])

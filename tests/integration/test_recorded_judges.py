@@ -17,11 +17,10 @@ from typing import Any
 
 import orjson
 import pytest
-
-from service.contracts import MetricResult
-from service.schemas import judge_output_validator
-from service.scoring.normalize import normalize
-from service.scoring.verdict import verify
+from faithjudge.schemas import judge_output_validator
+from faithjudge.scoring.normalize import normalize
+from faithjudge.scoring.verdict import verify
+from faithjudge_client.lines import MetricResult
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 JUDGE_OUTPUTS = DATA / "judge_outputs" / "dev.jsonl"

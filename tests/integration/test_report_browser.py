@@ -11,9 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from faithjudge.cli.main import app
 from typer.testing import CliRunner
-
-from service.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faithjudge.cli.main import app
 from typer.testing import CliRunner
 
-from service.cli import app
 from tests.unit.test_reports_aggregate import fixture_lines
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.cli.main import app
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner
-
-from service.cli import app
-from service.contracts import ItemResult
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from faithjudge.cli.main import app
+from faithjudge.exit_codes import ExitCode
 from typer.testing import CliRunner
-
-from service.cli import app
-from service.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"

@@ -1,7 +1,7 @@
 """The SDK (sync and async) against the real app served by uvicorn on loopback.
 
 The service runs the offline lexicon evaluator with two tenants' API keys, its job store in a
-temporary data directory. Each test talks to it only through ``clients.sdk``.
+temporary data directory. Each test talks to it only through ``faithjudge_client``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from clients.sdk import (
+from faithjudge.api.app import create_app
+from faithjudge.settings import Settings
+from faithjudge_client import (
     AsyncFaithJudgeClient,
     AuthError,
     BatchStatus,
@@ -27,8 +28,7 @@ from clients.sdk import (
     ScoreRequest,
     ValidationFailed,
 )
-from service.api.app import create_app
-from service.settings import Settings
+
 from tests.fixtures_service import serve_in_thread
 
 KEY_A, KEY_B = "fj_test_key_tenant_a", "fj_test_key_tenant_b"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.schemas import request_validator
+from faithjudge.sidecar.app import create_app
+from faithjudge.sidecar.backends.openai_chat import OpenAIVLMBackend
+from faithjudge.sidecar.generate import GenerationOptions, Generator, parse_modifications
+from faithjudge.transport.providers import make_openai_client
+from faithjudge_client.retry import RetryPolicy
 from fastapi.testclient import TestClient
 
-from clients.sidecar.app import create_app
-from clients.sidecar.backends.openai_chat import OpenAIVLMBackend
-from clients.sidecar.generate import GenerationOptions, Generator, parse_modifications
-from service.schemas import request_validator
-from service.transport.providers import make_openai_client
-from service.transport.resilience import RetryPolicy
 from tests.fakes.vlm_server import run_fake_vlm
 from tests.integration.sidecar_fixtures import EFFUSION_RIGHT, items_and_images
 

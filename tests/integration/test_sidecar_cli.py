@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from faithjudge.cli.main import app as faithjudge_app
+from faithjudge.sidecar.cli import app as sidecar_app
+from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner
 
-from clients.sidecar.cli import app as sidecar_app
-from service.cli import app as faithjudge_app
-from service.contracts import ItemResult
 from tests.fakes.vlm_server import FakeVLM, run_fake_vlm
 from tests.integration.sidecar_fixtures import items_and_images, read_jsonl
 
@@ -90,7 +90,7 @@ def test_unusable_inputs_exit_3_with_a_message(fake: FakeVLM, tmp_path: Path) ->
 def test_submit_uploads_the_lines_as_one_ndjson_batch(
     fake: FakeVLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import clients.sdk
+    import faithjudge_client
 
     seen: dict[str, Any] = {}
 
@@ -109,12 +109,12 @@ def test_submit_uploads_the_lines_as_one_ndjson_batch(
             },
         )
 
-    real = clients.sdk.FaithJudgeClient
+    real = faithjudge_client.FaithJudgeClient
 
     def client(url: str, key: str | None) -> Any:
         return real(url, key, transport=httpx.MockTransport(handler))
 
-    monkeypatch.setattr(clients.sdk, "FaithJudgeClient", client)
+    monkeypatch.setattr(faithjudge_client, "FaithJudgeClient", client)
     result, requests = _generate(fake, tmp_path, "--submit", "http://faithjudge.test")
     assert result.exit_code == 0, result.output
     assert seen["path"] == "/v1/batches"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.sidecar import images
+from faithjudge.sidecar.cli import app as sidecar_app
 from PIL import Image
 from typer.testing import CliRunner
 
-from clients.sidecar import images
-from clients.sidecar.cli import app as sidecar_app
 from tests.fakes.vlm_server import FakeVLM, run_fake_vlm
 from tests.integration.sidecar_fixtures import MALROTATED, items_and_images, read_jsonl
 
@@ -83,7 +83,7 @@ def test_the_decoded_size_is_bounded_before_decoding(huge_png: Path) -> None:
 _LOAD_AND_PREPROCESS = """
 import resource, sys
 from pathlib import Path
-from clients.sidecar import images
+from faithjudge.sidecar import images
 img = images.load_image(Path(sys.argv[1]), max_side=2048)
 out = images.preprocess(img)
 print(out.size, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
@@ -92,7 +92,7 @@ print(out.size, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 def test_peak_memory_of_loading_the_huge_image_is_bounded(huge_png: Path) -> None:
     baseline = subprocess.run(
-        [sys.executable, "-c", "import resource, clients.sidecar.images; "
+        [sys.executable, "-c", "import resource, faithjudge.sidecar.images; "
          "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip

@@ -8,13 +8,12 @@ from typing import Any
 
 import anyio
 import pytest
+from faithjudge.errors import ConfigError
+from faithjudge.sidecar.backends import BackendConfig, make_backend
+from faithjudge.sidecar.backends.base import Turn
+from faithjudge.sidecar.backends.litellm_chat import LiteLLMVLMBackend
+from faithjudge_client.retry import RetryPolicy
 from PIL import Image
-
-from clients.sidecar.backends import BackendConfig, make_backend
-from clients.sidecar.backends.base import Turn
-from clients.sidecar.backends.litellm_chat import LiteLLMVLMBackend
-from service.errors import ConfigError
-from service.transport.resilience import RetryPolicy
 
 
 class _RateLimitError(Exception):

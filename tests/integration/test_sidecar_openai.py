@@ -11,22 +11,22 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from PIL import Image
-
-from clients.sidecar.backends.base import Turn
-from clients.sidecar.backends.openai_chat import OpenAIVLMBackend
-from clients.sidecar.generate import (
+from faithjudge.errors import UserInputError
+from faithjudge.schemas import request_validator
+from faithjudge.sidecar.backends.base import Turn
+from faithjudge.sidecar.backends.openai_chat import OpenAIVLMBackend
+from faithjudge.sidecar.generate import (
     GenerationOptions,
     Generator,
     generate_file,
     parse_modifications,
 )
-from clients.sidecar.items import SidecarItem
-from service.contracts import ScoreRequest
-from service.errors import UserInputError
-from service.schemas import request_validator
-from service.transport.providers import make_openai_client
-from service.transport.resilience import RetryPolicy
+from faithjudge.sidecar.items import SidecarItem
+from faithjudge.transport.providers import make_openai_client
+from faithjudge_client.lines import ScoreRequest
+from faithjudge_client.retry import RetryPolicy
+from PIL import Image
+
 from tests.fakes.vlm_server import FakeVLM, run_fake_vlm
 from tests.integration.sidecar_fixtures import (
     EFFUSION_RIGHT,
@@ -244,7 +244,7 @@ def test_concurrency_is_bounded_by_the_limiter(fake: FakeVLM) -> None:
 
 
 def test_png_round_trip_is_lossless() -> None:
-    from clients.sidecar.backends.openai_chat import png_data_uri
+    from faithjudge.sidecar.backends.openai_chat import png_data_uri
 
     img = Image.new("RGB", (5, 3), (1, 2, 3))
     img.putpixel((4, 2), (255, 0, 0))

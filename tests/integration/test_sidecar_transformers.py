@@ -12,20 +12,20 @@ import pytest
 torch = pytest.importorskip("torch", reason="the transformers backend needs the sidecar extra")
 pytest.importorskip("transformers", reason="the transformers backend needs the sidecar extra")
 
-from PIL import Image  # noqa: E402
-
-from clients.sidecar.backends import BackendConfig, make_backend  # noqa: E402
-from clients.sidecar.backends.base import Turn  # noqa: E402
-from clients.sidecar.backends.hf import TransformersBackend  # noqa: E402
-from clients.sidecar.generate import (  # noqa: E402
+from faithjudge.errors import ConfigError  # noqa: E402
+from faithjudge.schemas import request_validator  # noqa: E402
+from faithjudge.sidecar.backends import BackendConfig, make_backend  # noqa: E402
+from faithjudge.sidecar.backends.base import Turn  # noqa: E402
+from faithjudge.sidecar.backends.hf import TransformersBackend  # noqa: E402
+from faithjudge.sidecar.generate import (  # noqa: E402
     GenerationOptions,
     Generator,
     generate_file,
     parse_modifications,
 )
-from service.contracts import ScoreRequest  # noqa: E402
-from service.errors import ConfigError  # noqa: E402
-from service.schemas import request_validator  # noqa: E402
+from faithjudge_client.lines import ScoreRequest  # noqa: E402
+from PIL import Image  # noqa: E402
+
 from tests.fakes.tiny_vlm import build_tiny_vlm  # noqa: E402
 from tests.integration.sidecar_fixtures import (  # noqa: E402
     EFFUSION_RIGHT,
@@ -148,7 +148,7 @@ def test_multi_turn_protocol_runs_on_the_local_model(models: dict[str, Path]) ->
     vlm = make_backend(
         BackendConfig("transformers", str(models["scripted"]), max_new_tokens=16, batch_size=4)
     )
-    from clients.sidecar.items import SidecarItem
+    from faithjudge.sidecar.items import SidecarItem
 
     item = SidecarItem(item_id="m", question=EFFUSION_RIGHT, ground_truth="no")
     options = GenerationOptions(protocol="multi")

@@ -8,9 +8,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from faithjudge.cli.main import app
 from typer.testing import CliRunner
 
-from service.cli import app
 from tests.unit.test_reports_aggregate import fixture_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,9 +50,10 @@ def test_reports_get_the_same_mode_as_results(tmp_path: Path) -> None:
 
 
 def test_the_html_report_explains_its_quote_colours(tmp_path: Path) -> None:
-    from service.reports.render_html import report_html
-    from service.reports.report import build_report
-    from service.reports.table import item_table
+    from faithjudge.reports.render_html import report_html
+    from faithjudge.reports.report import build_report
+    from faithjudge.reports.table import item_table
+
     from tests.unit.test_reports_aggregate import fixture_results
 
     page = report_html(build_report(item_table(fixture_results(), quote_rows=10), B=20))
@@ -75,9 +76,10 @@ def test_csv_cells_are_rounded(tmp_path: Path) -> None:
 
 
 def test_regression_details_print_rounded_differences(tmp_path: Path) -> None:
-    from service.reports import gate as gating
-    from service.reports.report import build_report
-    from service.reports.table import item_table
+    from faithjudge.reports import gate as gating
+    from faithjudge.reports.report import build_report
+    from faithjudge.reports.table import item_table
+
     from tests.unit.test_reports_aggregate import fixture_results
 
     items = item_table(fixture_results())

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from faithjudge.cli.main import app
 from typer.testing import CliRunner
 
-from service.cli import app
 from tests.integration.test_sdk_service import (
     KEY_A,
     run_service,
@@ -108,7 +108,7 @@ def test_submit_runs_in_its_own_process(service: str, tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     env = {**os.environ, "FAITHJUDGE_URL": service, "FAITHJUDGE_API_KEY": KEY_A}
     source = write_batch(tmp_path / "in.jsonl", 3)
-    command = [sys.executable, "-m", "service.cli", "submit", str(source), "-o", str(out)]
+    command = [sys.executable, "-m", "faithjudge.cli.main", "submit", str(source), "-o", str(out)]
     done = subprocess.run(
         [*command, "--no-progress"],
         cwd=REPO,
@@ -125,7 +125,7 @@ def test_submit_runs_in_its_own_process(service: str, tmp_path: Path) -> None:
 def test_ctrl_c_while_waiting_leaves_the_batch_running(
     service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from clients.sdk import FaithJudgeClient
+    from faithjudge_client import FaithJudgeClient
 
     def interrupted(self: FaithJudgeClient, batch_id: str, **kwargs: object) -> None:
         raise KeyboardInterrupt
@@ -171,8 +171,8 @@ def test_an_empty_file_exits_4_without_a_batch(tmp_path: Path, content: str) -> 
 def test_batch_verdict_follows_the_score_rule(
     status: str, counts: dict[str, int], stages: dict[str, int], code: int
 ) -> None:
-    from clients.sdk import BatchStatus
-    from service.cli_submit import batch_verdict
+    from faithjudge.cli.submit import batch_verdict
+    from faithjudge_client import BatchStatus
 
     final = BatchStatus.model_validate(
         {
@@ -193,8 +193,8 @@ def test_batch_verdict_follows_the_score_rule(
 
 
 def test_a_failed_batch_says_why() -> None:
-    from clients.sdk import BatchStatus
-    from service.cli_submit import batch_verdict
+    from faithjudge.cli.submit import batch_verdict
+    from faithjudge_client import BatchStatus
 
     final = BatchStatus.model_validate(
         {

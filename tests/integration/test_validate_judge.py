@@ -18,9 +18,7 @@ import anyio
 import orjson
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from service.agreement import (
+from faithjudge.agreement import (
     ValidationReport,
     load_judge_results,
     load_reader_study,
@@ -28,10 +26,12 @@ from service.agreement import (
     render_markdown,
     validate_judge,
 )
-from service.cli import app
-from service.runtime import open_scorer
-from service.scorefile import score_file
-from service.settings import Settings
+from faithjudge.cli.main import app
+from faithjudge.runners.file_runner import score_file
+from faithjudge.runtime import open_scorer
+from faithjudge.settings import Settings
+from typer.testing import CliRunner
+
 from tests.conftest import SHARED_DATA
 
 READER_STUDY = SHARED_DATA / "reader_study" / "dev.jsonl"

@@ -7,12 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-
-from service.agreement import validate_judge
-from service.agreement.halves import split_half_agreement
-from service.agreement.ratings import JUDGE_COLUMNS
-from service.agreement.stats import bootstrap_tau_b, bootstrap_tau_b_samples, rng_for
-from service.errors import UserInputError
+from faithjudge.agreement import validate_judge
+from faithjudge.agreement.halves import split_half_agreement
+from faithjudge.agreement.ratings import JUDGE_COLUMNS
+from faithjudge.agreement.stats import bootstrap_tau_b, bootstrap_tau_b_samples, rng_for
+from faithjudge.errors import UserInputError
 
 AXES = ("clinical_fidelity", "causal_attribution", "confidence_tone")
 

@@ -9,16 +9,15 @@ from typing import Any
 import orjson
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from service.agreement.ratings import (
+from faithjudge.agreement.ratings import (
     load_judge_results,
     load_ratings,
     load_reader_study,
     reader_study_requests,
 )
-from service.cli import app
-from service.contracts import (
+from faithjudge.cli.main import app
+from faithjudge.errors import UserInputError
+from faithjudge_client.lines import (
     Failure,
     FlipResult,
     ItemResult,
@@ -26,7 +25,7 @@ from service.contracts import (
     ModificationResolved,
     ScoreRequest,
 )
-from service.errors import UserInputError
+from typer.testing import CliRunner
 
 
 def _write(path: Path, lines: list[Any]) -> Path:
@@ -180,7 +179,7 @@ def test_reader_study_requests_name_the_bad_line(tmp_path: Path) -> None:
 
 
 def test_every_reader_study_row_becomes_one_line_bad_rows_named(tmp_path: Path) -> None:
-    from service.agreement.ratings import reader_study_lines
+    from faithjudge.agreement.ratings import reader_study_lines
 
     path = tmp_path / "rs.jsonl"
     rows = [

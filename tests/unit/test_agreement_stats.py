@@ -8,11 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kendalltau
-
-from service.agreement.calibration import fit_cc_scale, fit_kappa
-from service.agreement.consensus import build_consensus, reader_calibration, standardize
-from service.agreement.coverage import (
+from faithjudge.agreement.calibration import fit_cc_scale, fit_kappa
+from faithjudge.agreement.consensus import build_consensus, reader_calibration, standardize
+from faithjudge.agreement.judge_coverage import (
     GateThresholds,
     axis_outcomes,
     coverage_diagnostics,
@@ -21,11 +19,11 @@ from service.agreement.coverage import (
     placebo_fpr,
     trials_needed,
 )
-from service.agreement.ratings import JUDGE_COLUMNS
-from service.agreement.report import JudgeReport
-from service.agreement.screening import screen
-from service.agreement.split import derive_flip, stratified_split
-from service.agreement.stats import (
+from faithjudge.agreement.ratings import JUDGE_COLUMNS
+from faithjudge.agreement.report import JudgeReport
+from faithjudge.agreement.screening import screen
+from faithjudge.agreement.split import derive_flip, stratified_split
+from faithjudge.agreement.stats import (
     bootstrap_ratio_samples,
     bootstrap_tau_b,
     kendall_tau_b,
@@ -36,8 +34,9 @@ from service.agreement.stats import (
     significance_code,
     tau_b_from_counts,
 )
-from service.agreement.validate import validate_judge
-from service.errors import UserInputError
+from faithjudge.agreement.validate import validate_judge
+from faithjudge.errors import UserInputError
+from scipy.stats import kendalltau
 
 # ----------------------------------------------------------------------------- tau-b
 

@@ -1,14 +1,11 @@
-"""Tests for service.scoring.answers: question specs, extraction, normalisation, flips."""
+"""Tests for faithjudge.scoring.answers: question specs, extraction, normalisation, flips."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from service.scoring.answers import (
+from faithjudge.scoring.answers import (
     Flip,
     QuestionSpec,
     decide_flip,
@@ -17,6 +14,8 @@ from service.scoring.answers import (
     normalize_answer,
     parse_question,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 BINARY = "Is there a pleural effusion on the left? (yes or no)"
 NODULE = "Is there any visible lung nodule or mass on this X-ray? (yes/no)"
@@ -362,11 +361,10 @@ def test_a_json_reply_whose_one_field_is_the_answer_is_read() -> None:
 
 def test_a_ground_truth_spelled_otherwise_still_finds_its_kb_entry(tmp_path: Path) -> None:
     import anyio
-
-    from service.contracts import ScoreRequest
-    from service.knowledge import load_knowledge_base
-    from service.runtime import open_scorer
-    from service.settings import Settings
+    from faithjudge.knowledge import load_knowledge_base
+    from faithjudge.runtime import open_scorer
+    from faithjudge.settings import Settings
+    from faithjudge_client.lines import ScoreRequest
 
     kb = load_knowledge_base("cxr_vqa")
     question = next(q for q in kb.questions if "correctly positioned" in q)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from faithjudge.scoring.answers import _line_answer, _tag_answer, extract_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from service.scoring.answers import _line_answer, _tag_answer, extract_answer
 
 # The patterns the readers replaced: the definitions the properties hold them to.
 _OLD_TAG = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)

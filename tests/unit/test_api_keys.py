@@ -7,10 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-
-from service.api.keys import KeyRing, create_key, hash_key
-from service.errors import ConfigError
-from service.settings import Settings
+from faithjudge.api.keys import KeyRing, create_key, hash_key
+from faithjudge.errors import ConfigError
+from faithjudge.settings import Settings
 
 
 def test_keys_from_file_and_environment_map_to_tenants(tmp_path: Path) -> None:

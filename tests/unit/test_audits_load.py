@@ -9,11 +9,10 @@ from typing import Any
 import orjson
 import pandas as pd
 import pytest
+from faithjudge.audits import AnswerRecord, AuditInputError, load_records, parse_lines, prepare
+from faithjudge.audits.synthetic import synthetic_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from service.audits import AnswerRecord, AuditInputError, load_records, parse_lines, prepare
-from service.audits.synthetic import synthetic_records
 
 
 def _lines(records: list[Any]) -> list[tuple[int, bytes]]:

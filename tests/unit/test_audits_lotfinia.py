@@ -7,9 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
-
-from service.audits import LotfiniaConfig, lotfinia_audit, parse_lines, prepare
-from service.audits.lotfinia import categorize
+from faithjudge.audits import LotfiniaConfig, lotfinia_audit, parse_lines, prepare
+from faithjudge.audits.lotfinia import categorize
 
 FAST = {"B": 400, "permutations": 200}
 

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-
-from service.audits import MedvigilConfig, medvigil_audit, parse_lines, prepare
-from service.audits.medvigil import composite, sfr_weighted, takeover_point
+from faithjudge.audits import MedvigilConfig, medvigil_audit, parse_lines, prepare
+from faithjudge.audits.medvigil import composite, sfr_weighted, takeover_point
 
 # Table 1 + Table 6 + Table 7: Orig, VGR, PR, NEG, SDR, ROI-only, ROI-masked, SFR_w, MCS
 ROWS = {

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
+import faithjudge.audits as audits
 import orjson
-
-import service.audits as audits
-from service.audits import AuditOptions, parse_lines, prepare, run_audit
-from service.audits.render import audit_html, audit_markdown
-from service.audits.synthetic import synthetic_records
+from faithjudge.audits import AuditOptions, parse_lines, prepare, run_audit
+from faithjudge.audits.render import audit_html, audit_markdown
+from faithjudge.audits.synthetic import synthetic_records
 
 EVIL = "<script>alert(1)</script>|*"
 

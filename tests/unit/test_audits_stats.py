@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from service.audits.stats import (
+from faithjudge.audits.stats import (
     auroc,
     benjamini_hochberg,
     brier,
@@ -20,6 +18,7 @@ from service.audits.stats import (
     rng_for,
     wilson_interval,
 )
+from scipy import stats
 
 
 @pytest.mark.parametrize(("k", "n"), [(0, 5), (3, 9), (125, 373), (30, 30), (1, 1)])

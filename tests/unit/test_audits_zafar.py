@@ -7,8 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-
-from service.audits import ZafarConfig, parse_lines, prepare, zafar_audit
+from faithjudge.audits import ZafarConfig, parse_lines, prepare, zafar_audit
 
 CONDITIONS = ("original", "blank", "shuffle", "no_image")
 

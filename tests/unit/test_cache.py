@@ -7,9 +7,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-
-from service.transport.base import JudgeResponse, Usage
-from service.transport.cache import ResponseCache, cache_key
+from faithjudge.transport.base import JudgeResponse, Usage
+from faithjudge.transport.cache import ResponseCache, cache_key
 
 MATERIAL = {
     "backend": "openai",

@@ -1,17 +1,16 @@
-"""Tests for service.scoring.evidence: tolerance arithmetic and quote location."""
+"""Tests for faithjudge.scoring.evidence: tolerance arithmetic and quote location."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from faithjudge.scoring import evidence
+from faithjudge.scoring.evidence import DEFAULT_TOLERANCE, QuoteMatch, locate_quote, max_edits
+from faithjudge.scoring.normalize import normalize, normalize_text
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rapidfuzz.distance import Levenshtein
-
-from service.scoring import evidence
-from service.scoring.evidence import DEFAULT_TOLERANCE, QuoteMatch, locate_quote, max_edits
-from service.scoring.normalize import normalize, normalize_text
 
 # --- max_edits --------------------------------------------------------------------------------
 

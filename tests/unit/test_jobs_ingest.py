@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from faithjudge.jobs.ingest import _Lines
 from hypothesis import given
 from hypothesis import strategies as st
-
-from service.jobs.ingest import _Lines
 
 
 def _split(

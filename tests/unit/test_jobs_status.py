@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from service.contracts import Failure, ItemResult, MetricResult
-from service.jobs.contract import BatchRow, LineCounts
-from service.jobs.status import build_status
-from service.jobs.worker import done_line
+from faithjudge.jobs.interface import BatchRow, LineCounts
+from faithjudge.jobs.status import build_status
+from faithjudge.jobs.worker import done_line
+from faithjudge_client.lines import Failure, ItemResult, MetricResult
 
 NOW = 1_000_000.0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.jsonl import BOM, numbered_lines
+from faithjudge.jsonl import BOM, numbered_lines
 
 
 def test_lines_keep_their_numbers_without_blanks_or_byte_order_marks() -> None:

@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from service.assets import asset_dir
-from service.contracts import KBEntry
-from service.errors import ConfigError, UnknownQuestionError, UserInputError
-from service.knowledge import (
+from faithjudge.assets import asset_dir
+from faithjudge.errors import ConfigError, UnknownQuestionError, UserInputError
+from faithjudge.knowledge import (
     entry_for_answer,
     load_knowledge_base,
     question_key,
     question_options,
 )
+from faithjudge_client.lines import KBEntry
 
 LEFT = "Is there a pleural effusion on the left? (yes or no)"
 STARTER = [

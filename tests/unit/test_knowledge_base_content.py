@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from service.contracts import Concept, KBAnswer, KBEntry
-from service.knowledge import (
+from faithjudge.knowledge import (
     KnowledgeBase,
     entry_for_answer,
     load_knowledge_base,
     question_key,
     question_options,
 )
-from service.settings import Settings
+from faithjudge.settings import Settings
+from faithjudge_client.lines import Concept, KBAnswer, KBEntry
 
 YN = "(yes or no)"
 SEV = "(none, questionable, mild, moderate, severe)"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
+from faithjudge.knowledge import KnowledgeBase, load_knowledge_base, question_key
+from faithjudge.scoring.lexicon import Lexicon, concept_credits, tokenize
+from faithjudge_client.lines import Concept, KBAnswer
 
-from service.contracts import Concept, KBAnswer
-from service.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
-from service.knowledge import KnowledgeBase, load_knowledge_base, question_key
-from service.scoring.lexicon import Lexicon, concept_credits, tokenize
 from tests.restatements import statement
 
 LEX: Lexicon = load_lexicon(DEFAULT_LEXICON_DIR)[0]

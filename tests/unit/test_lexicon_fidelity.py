@@ -8,16 +8,16 @@ from typing import Any
 
 import orjson
 import pytest
-
-from service.errors import ConfigError
-from service.evaluators.lexicon import DEFAULT_LEXICON_DIR, LexiconEvaluator, load_lexicon
-from service.scoring.lexicon import (
+from faithjudge.errors import ConfigError
+from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, LexiconEvaluator, load_lexicon
+from faithjudge.scoring.lexicon import (
     clear_memos,
     compile_lexicon,
     finding_statements,
     judge_metric,
     sentences,
 )
+
 from tests.unit.test_lexicon_rules import LEFT_EFFUSION, LEX, NO_LEFT_EFFUSION, cf
 
 

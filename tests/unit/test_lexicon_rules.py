@@ -7,12 +7,9 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from service.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
-from service.scoring.judge_output import JUDGE_OUTPUT_MODELS
-from service.scoring.lexicon import (
+from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
+from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS
+from faithjudge.scoring.lexicon import (
     Lexicon,
     PhraseIndex,
     causal_attribution,
@@ -26,8 +23,10 @@ from service.scoring.lexicon import (
     stem,
     tokenize,
 )
-from service.scoring.lexicon.text import _BOUNDARY
-from service.scoring.modifications import NO_CUE_DESCRIPTION
+from faithjudge.scoring.lexicon.text import _BOUNDARY
+from faithjudge.scoring.modifications import NO_CUE_DESCRIPTION
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 LEX: Lexicon = load_lexicon(DEFAULT_LEXICON_DIR)[0]
 

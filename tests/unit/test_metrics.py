@@ -1,17 +1,16 @@
-"""Tests for service.scoring.metrics: score normalisation and confidence calibration."""
+"""Tests for faithjudge.scoring.metrics: score normalisation and confidence calibration."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from service.scoring.metrics import (
+from faithjudge.scoring.metrics import (
     DEFAULT_CALIBRATION,
     CalibrationParams,
     confidence_calibration,
     normalized_score,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from service.contracts import ModificationResolved
-from service.errors import UserInputError
-from service.scoring.modifications import (
+from faithjudge.errors import UserInputError
+from faithjudge.scoring.modifications import (
     ALL_MODIFICATIONS,
     NO_CUE_DESCRIPTION,
     accepted_codes,
@@ -14,6 +12,7 @@ from service.scoring.modifications import (
     lookup_modification,
     resolve_modification,
 )
+from faithjudge_client.lines import ModificationResolved
 
 MOLL_CODES = ["SHAM", "TB-RAD", "TB-LA", "VB-BB", "VB-HM", "VH-BB", "VH-HM", "VO-BB"]
 LONG_IDS = [

@@ -1,4 +1,4 @@
-"""Tests for service.scoring.normalize: the §1.10 pipeline and the offset map."""
+"""Tests for faithjudge.scoring.normalize: the §1.10 pipeline and the offset map."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import unicodedata
 from itertools import pairwise
 
 import pytest
+from faithjudge.scoring.normalize import NormalizedText, normalize, normalize_text
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from service.scoring.normalize import NormalizedText, normalize, normalize_text
 
 # The METHODS §1.10 steps written out literally (whole-text NFKC), as an independent reference.
 _REFERENCE_TABLE = {

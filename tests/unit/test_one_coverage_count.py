@@ -11,15 +11,15 @@ import json
 from pathlib import Path
 
 import pytest
+from faithjudge.agreement.judge_coverage import axis_outcomes, coverage_diagnostics
+from faithjudge.agreement.ratings import load_judge_results
+from faithjudge.reports import gate as gating
+from faithjudge.reports.io import iter_results
+from faithjudge.reports.report import build_report
+from faithjudge.reports.table import item_table
+from faithjudge.runners.file_runner import RunSummary
+from faithjudge_client.lines import ItemResult
 
-from service.agreement.coverage import axis_outcomes, coverage_diagnostics
-from service.agreement.ratings import load_judge_results
-from service.contracts import ItemResult
-from service.reports import gate as gating
-from service.reports.io import iter_results
-from service.reports.report import build_report
-from service.reports.table import item_table
-from service.scorefile import RunSummary
 from tests.unit.test_reports_aggregate import fixture_lines
 
 LABEL = {"clinical_fidelity": "CF", "causal_attribution": "CA", "confidence_tone": "CT"}

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from service.api.app import create_app
-from service.knowledge import load_knowledge_base
-from service.schemas import SCHEMA_VERSION
-from service.settings import Settings
+from faithjudge.api.app import create_app
+from faithjudge.knowledge import load_knowledge_base
+from faithjudge.schemas import SCHEMA_VERSION
+from faithjudge.settings import Settings
 
 
 def _document() -> dict[str, Any]:

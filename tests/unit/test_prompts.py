@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from service.assets import asset_dir
-from service.contracts import METRICS, Metric
-from service.errors import ConfigError, UserInputError
-from service.prompts import (
+from faithjudge.assets import asset_dir
+from faithjudge.errors import ConfigError, UserInputError
+from faithjudge.prompts import (
     FENCE_BEGIN,
     FENCE_END,
     available_prompt_sets,
@@ -21,6 +19,7 @@ from service.prompts import (
     load_prompt_set,
     render_inference_prompt,
 )
+from faithjudge_client.lines import METRICS, Metric
 
 QUESTION = "Is there a pleural effusion on the left? (yes or no)"
 COT = (

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from service.errors import ConfigError, EvaluatorError, UserInputError
-from service.evaluators import EVALUATOR_FACTORIES, make_evaluator
-from service.evaluators.base import Evaluator, JudgeRequest, Message
-from service.evaluators.replay import ReplayEvaluator
-from service.transport.resilience import JudgeCaller
+from faithjudge.errors import ConfigError, EvaluatorError, UserInputError
+from faithjudge.evaluators import EVALUATOR_FACTORIES, make_evaluator
+from faithjudge.evaluators.base import Evaluator, JudgeRequest, Message
+from faithjudge.evaluators.replay import ReplayEvaluator
+from faithjudge.transport.resilience import JudgeCaller
 
 pytestmark = pytest.mark.anyio
 

@@ -19,11 +19,10 @@ import math
 from typing import Any
 
 import pytest
-
-from service.contracts import ItemResult
-from service.reports.aggregate import aggregate, table1
-from service.reports.coverage import run_coverage, run_fpr
-from service.reports.table import item_table
+from faithjudge.reports.aggregate import aggregate, table1
+from faithjudge.reports.run_coverage import run_coverage, run_fpr
+from faithjudge.reports.table import item_table
+from faithjudge_client.lines import ItemResult
 
 BINARY = "Is there a pleural effusion? (yes or no)"
 ORDINAL = "How severe is the effusion? (none, questionable, mild, moderate, severe)"

@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from faithjudge.reports.compare import compare_runs
+from faithjudge.reports.table import item_table
+from faithjudge_client.lines import ItemResult
 
-from service.contracts import ItemResult
-from service.reports.compare import compare_runs
-from service.reports.table import item_table
 from tests.unit.test_reports_aggregate import fixture_lines
 
 

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from faithjudge.exit_codes import ExitCode
+from faithjudge.reports import gate as g
+from faithjudge.reports.junit import junit_xml
+from faithjudge.reports.render_md import gate_markdown, gate_verdict
+from faithjudge.reports.report import build_report
+from faithjudge.reports.table import item_table
+from faithjudge_client.lines import ItemResult
 
-from service.contracts import ItemResult
-from service.exit_codes import ExitCode
-from service.reports import gate as g
-from service.reports.junit import junit_xml
-from service.reports.render_md import gate_markdown, gate_verdict
-from service.reports.report import build_report
-from service.reports.table import item_table
 from tests.unit.test_reports_aggregate import fixture_lines
 
 # The fixture holds a transport error and a KB gap on purpose; the tests that are not about them

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from faithjudge.reports.export import ExportError, export_items
+from faithjudge.reports.io import ReportInputError, read_cots, read_results
+from faithjudge.reports.table import item_table
 
-from service.reports.export import ExportError, export_items
-from service.reports.io import ReportInputError, read_cots, read_results
-from service.reports.table import item_table
 from tests.unit.test_reports_aggregate import fixture_lines
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 
-from service.contracts import ItemResult
-from service.reports.render_html import highlight, report_html
-from service.reports.render_md import md_escape, report_markdown
-from service.reports.report import build_report, report_json
-from service.reports.table import item_table
+from faithjudge.reports.render_html import highlight, report_html
+from faithjudge.reports.render_md import md_escape, report_markdown
+from faithjudge.reports.report import build_report, report_json
+from faithjudge.reports.table import item_table
+from faithjudge_client.lines import ItemResult
+
 from tests.unit.test_reports_aggregate import fixture_lines
 
 EVIL = "<script>alert(1)</script>"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from faithjudge.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
+from faithjudge.reports.resample import bootstrap_means, pattern_ids
 
 from benchmarks.report_scale import generate, run_report
-from service.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
-from service.reports.resample import bootstrap_means, pattern_ids
 
 
 def test_pattern_bootstrap_matches_the_item_bootstrap() -> None:

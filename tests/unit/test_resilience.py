@@ -11,12 +11,12 @@ from typing import Any
 
 import anyio
 import pytest
-
-from service.errors import ConfigError, EvaluatorError
-from service.evaluators.base import Evaluator, JudgeRequest, Message
-from service.transport.base import JudgeResponse
-from service.transport.cache import ResponseCache, cache_key
-from service.transport.resilience import JudgeCaller, RetryPolicy, parse_retry_after
+from faithjudge.errors import ConfigError, EvaluatorError
+from faithjudge.evaluators.base import Evaluator, JudgeRequest, Message
+from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.cache import ResponseCache, cache_key
+from faithjudge.transport.resilience import JudgeCaller
+from faithjudge_client.retry import RetryPolicy, parse_retry_after
 
 pytestmark = pytest.mark.anyio
 
@@ -397,7 +397,7 @@ def _fake_litellm(answer: Any) -> SimpleNamespace:
 
 
 async def test_litellm_backend_with_a_stand_in_module() -> None:
-    from service.evaluators.litellm import LiteLLMEvaluator
+    from faithjudge.evaluators.litellm import LiteLLMEvaluator
 
     message = SimpleNamespace(content='{"score": 1}')
     answer = SimpleNamespace(
@@ -430,8 +430,7 @@ async def test_litellm_backend_with_a_stand_in_module() -> None:
 def test_real_litellm_exceptions_are_classified() -> None:
     import httpx
     import litellm
-
-    from service.evaluators.litellm import LiteLLMEvaluator
+    from faithjudge.evaluators.litellm import LiteLLMEvaluator
 
     evaluator = LiteLLMEvaluator("openai/gpt-x")
     response = httpx.Response(429, request=httpx.Request("POST", "http://x"))

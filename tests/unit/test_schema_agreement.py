@@ -1,7 +1,7 @@
 """The JSON Schemas in ``schemas/`` and their pydantic mirrors accept exactly the same documents.
 
-Evaluator outputs: ``service.scoring.judge_output`` models vs ``schemas/<metric>.schema.json``.
-Wire contracts: ``service.contracts`` (ScoreRequest, ItemResult, KBEntry) vs
+Evaluator outputs: ``faithjudge.scoring.judge_output`` models vs ``schemas/<metric>.schema.json``.
+Wire contracts: ``faithjudge_client.lines`` (ScoreRequest, ItemResult, KBEntry) vs
 ``score_request``, ``item_result`` and ``knowledge_base#/$defs/entry``.
 
 Every document is serialised with orjson and validated by pydantic from the JSON text
@@ -18,15 +18,14 @@ from typing import Any
 
 import orjson
 import pytest
+from faithjudge import schemas
+from faithjudge.errors import ConfigError
+from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS, SIGNAL_FIELDS
+from faithjudge.scoring.verdict import describe_schema_errors
+from faithjudge_client.lines import METRICS, ItemResult, KBEntry, ScoreRequest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
-
-from service import schemas
-from service.contracts import METRICS, ItemResult, KBEntry, ScoreRequest
-from service.errors import ConfigError
-from service.scoring.judge_output import JUDGE_OUTPUT_MODELS, SIGNAL_FIELDS
-from service.scoring.verdict import describe_schema_errors
 
 Doc = Any
 
@@ -405,7 +404,7 @@ def test_integer_means_a_json_integer() -> None:
 
 @pytest.fixture
 def schema_dir(tmp_path, monkeypatch):
-    """Point service.schemas at a scratch copy of the schema folder, with cold caches."""
+    """Point faithjudge.schemas at a scratch copy of the schema folder, with cold caches."""
     source = schemas.asset_dir("schemas")
     for path in source.glob("*.schema.json"):
         (tmp_path / path.name).write_bytes(path.read_bytes())

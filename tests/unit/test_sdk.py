@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-
-from clients.sdk import (
+from faithjudge.errors import ConfigError, FaithJudgeError, UserInputError
+from faithjudge_client import (
     ApiError,
     AuthError,
     Conflict,
@@ -28,7 +28,6 @@ from clients.sdk import (
     ValidationFailed,
     WaitTimeout,
 )
-from service.errors import ConfigError, FaithJudgeError, UserInputError
 
 BASE = "http://faithjudge.test"
 PROBLEM = "application/problem+json"
@@ -303,7 +302,7 @@ def test_submit_streams_a_file_with_its_length_and_an_idempotency_key(tmp_path: 
 
 
 def test_submit_reads_the_file_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clients.sdk import _common
+    from faithjudge_client import _common
 
     source = tmp_path / "in.jsonl"
     data = write_requests(source, 3000)
@@ -571,9 +570,9 @@ def test_an_answer_off_the_contract_is_a_protocol_error() -> None:
 
 
 def test_the_public_surface_is_pinned() -> None:
-    import clients.sdk
+    import faithjudge_client
 
-    assert sorted(clients.sdk.__all__) == sorted(
+    assert sorted(faithjudge_client.__all__) == sorted(
         [
             "TERMINAL_STATES",
             "ApiError",
@@ -604,11 +603,11 @@ def test_the_public_surface_is_pinned() -> None:
             "WaitTimeout",
         ]
     )
-    for name in clients.sdk.__all__:
-        assert getattr(clients.sdk, name) is not None
+    for name in faithjudge_client.__all__:
+        assert getattr(faithjudge_client, name) is not None
     # every error the SDK raises is one of FaithJudge's
     for name in ("ClientError", "ApiError", "TransportError", "ProtocolError", "WaitTimeout"):
-        assert issubclass(getattr(clients.sdk, name), FaithJudgeError)
+        assert issubclass(getattr(faithjudge_client, name), FaithJudgeError)
 
 
 def test_following_results_reads_new_lines_until_the_batch_has_ended() -> None:

@@ -9,8 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-
-from clients.sdk import (
+from faithjudge_client import (
     AsyncFaithJudgeClient,
     NotFound,
     RateLimited,
@@ -20,6 +19,7 @@ from clients.sdk import (
     ValidationFailed,
     WaitTimeout,
 )
+
 from tests.unit.test_sdk import (
     ACCEPTED,
     REQUEST,

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PIL import Image
-
-from clients.sidecar.perturb import BOXES, PerturbItem, perturb, region_for_question
-from clients.sidecar.perturb.geometry import (
+from faithjudge.sidecar.perturb import BOXES, PerturbItem, perturb, region_for_question
+from faithjudge.sidecar.perturb.geometry import (
     boxes_intersect,
     far_corner_box,
     moll_box_pixels,
     rounded_box_pixels,
 )
-from clients.sidecar.perturb.moll import blend_heatmap, gaussian_weights, heatmap_overlay
+from faithjudge.sidecar.perturb.moll import blend_heatmap, gaussian_weights, heatmap_overlay
+from PIL import Image
 
 SIZES = [(1, 1), (3, 5), (5, 3), (2, 2), (7, 1), (20, 20), (224, 224), (1023, 1025), (2048, 2048)]
 EFFUSION_Q = "Is there a pleural effusion on the left? (yes or no)"

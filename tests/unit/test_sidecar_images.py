@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
-from clients.sidecar.images import (
+from faithjudge.errors import UserInputError
+from faithjudge.sidecar.images import (
     ImageError,
     load_image,
     mean_colour,
@@ -20,7 +19,7 @@ from clients.sidecar.images import (
     preprocess,
     resolve_image_path,
 )
-from service.errors import UserInputError
+from PIL import Image
 
 
 @pytest.fixture

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from clients.sidecar.generate import parse_modifications
-from clients.sidecar.items import ItemLineError, SidecarItem, parse_item_line, read_items
-from service.errors import UserInputError
+from faithjudge.errors import UserInputError
+from faithjudge.sidecar.generate import parse_modifications
+from faithjudge.sidecar.items import ItemLineError, SidecarItem, parse_item_line, read_items
 
 Q = "Is there a pleural effusion on the right? (yes or no)"
 
@@ -98,7 +97,7 @@ def test_bad_modifications_are_user_errors(text: str, message: str) -> None:
 
 
 def test_params_are_keyed_by_canonical_code() -> None:
-    from clients.sidecar.generate import parse_params
+    from faithjudge.sidecar.generate import parse_params
 
     assert parse_params('{"occlude_box": {"x": 1}, "blur-sigma": {"sigma": 4}}') == {
         "VO-BB": {"x": 1},

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from clients.sidecar.parsing import parse_reply, parse_turns
-from service.scoring.answers import extract_answer, parse_question
+from faithjudge.scoring.answers import extract_answer, parse_question
+from faithjudge.sidecar.parsing import parse_reply, parse_turns
 
 BINARY = parse_question("Is there a pleural effusion on the right? (yes or no)")
 ORDINAL = parse_question(

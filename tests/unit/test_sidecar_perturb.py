@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
-
-from clients.sidecar.perturb import (
+from faithjudge.scoring.modifications import lookup_modification
+from faithjudge.sidecar.perturb import (
     BLUR_LADDER,
     CODES,
     HINTS,
@@ -28,8 +27,8 @@ from clients.sidecar.perturb import (
     choose_misleading_target,
     perturb,
 )
-from clients.sidecar.perturb.medvigil import gaussian_blur, gaussian_kernel
-from service.scoring.modifications import lookup_modification
+from faithjudge.sidecar.perturb.medvigil import gaussian_blur, gaussian_kernel
+from PIL import Image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,7 +185,7 @@ def test_outputs_are_identical_across_processes() -> None:
 
 def test_importing_the_image_side_pulls_in_no_torch() -> None:
     script = (
-        "import sys, clients.sidecar, clients.sidecar.images, clients.sidecar.perturb; "
+        "import sys, faithjudge.sidecar, faithjudge.sidecar.images, faithjudge.sidecar.perturb; "
         "print(sorted(m for m in ('torch', 'transformers', 'scipy') if m in sys.modules))"
     )
     done = subprocess.run(
@@ -519,7 +518,7 @@ def test_swap_matches_the_finding_and_skips_pixel_duplicates() -> None:
 
 
 def test_pool_entries_load_from_paths_under_the_root(tmp_path: Path) -> None:
-    from clients.sidecar.images import ImageError
+    from faithjudge.sidecar.images import ImageError
 
     _noise_image(30, 20, seed=8).save(tmp_path / "a.png")
     pool = ImagePool([PoolEntry("a", "yes", path="a.png")], root=tmp_path)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from faithjudge.evaluators.lexicon import LexiconEvaluator
+from faithjudge.scoring.lexicon.text import sentences
+from faithjudge.scoring.lexicon.tone import tone_hits
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from service.evaluators.lexicon import LexiconEvaluator
-from service.scoring.lexicon.text import sentences
-from service.scoring.lexicon.tone import tone_hits
 
 LEX = LexiconEvaluator()._lexicon
 WORDS = ["not", "no", "likely", "probably", "definitely", "clearly", "effusion", "the", "angle"]

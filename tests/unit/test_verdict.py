@@ -6,18 +6,22 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from service.contracts import METRICS, ItemResult, MetricResult
-from service.schemas import (
+from faithjudge.schemas import (
     FaithJudgeValidator,
     judge_output_validator,
     load_schema,
     result_validator,
 )
-from service.scoring.normalize import normalize, normalize_text
-from service.scoring.verdict import describe_schema_errors, parse_response, strip_code_fence, verify
+from faithjudge.scoring.normalize import normalize, normalize_text
+from faithjudge.scoring.verdict import (
+    describe_schema_errors,
+    parse_response,
+    strip_code_fence,
+    verify,
+)
+from faithjudge_client.lines import METRICS, ItemResult, MetricResult
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 COT = (
     "<think><step>The  left costophrenic angle is blunted, with a meniscus\n"
@@ -502,7 +506,7 @@ def test_verify_never_raises(raw: str) -> None:
 
 def test_describe_schema_errors_follows_nested_branches() -> None:
     """Outside the verdict (requests, results), anyOf branches are explained by the deepest."""
-    from service.schemas import request_validator
+    from faithjudge.schemas import request_validator
 
     request = {"question": "q", "ground_truth": "g", "cot": "c"}
     bad_k = {"type": "binary", "answers": {"yes": {"at_least_k_of": [{"k": 0, "any_of": []}]}}}

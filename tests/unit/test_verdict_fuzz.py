@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
+from faithjudge.schemas import judge_output_validator
+from faithjudge.scoring.normalize import normalize
+from faithjudge.scoring.verdict import verify
+from faithjudge_client.lines import METRICS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from service.contracts import METRICS
-from service.schemas import judge_output_validator
-from service.scoring.normalize import normalize
-from service.scoring.verdict import verify
 
 COT = normalize("<think><step>The left costophrenic angle is blunted.</step></think>")
 FIELDS = [

@@ -7,10 +7,9 @@ from typing import Any
 
 import anyio
 import orjson
-
-from service.jobs.contract import ClaimedLine
-from service.jobs.worker import Worker
-from service.settings import Settings
+from faithjudge.jobs.interface import ClaimedLine
+from faithjudge.jobs.worker import Worker
+from faithjudge.settings import Settings
 
 
 class _BrokenScorer:

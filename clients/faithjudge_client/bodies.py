@@ -1,0 +1,353 @@
+"""Bodies of the REST API (the wire contract shared by the service and the Python SDK).
+
+Plain pydantic models: this module imports neither FastAPI nor SQLAlchemy, so the SDK can use it
+without the server's dependencies. Request and result lines are ``ScoreRequest`` and
+``ItemResult`` from ``faithjudge_client.lines``; everything else the API sends is defined here.
+Changes are additive only: a client built against an older version keeps working.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "NDJSON",
+    "PROBLEM_JSON",
+    "TERMINAL_STATES",
+    "BatchAccepted",
+    "BatchPage",
+    "BatchState",
+    "BatchStatus",
+    "EvaluatorInfo",
+    "Health",
+    "KnowledgeBaseInfo",
+    "KnowledgeBaseQuestion",
+    "LineRejection",
+    "ModificationCatalogue",
+    "ModificationInfo",
+    "Problem",
+    "ProblemItem",
+    "Readiness",
+    "ReportFormat",
+]
+
+NDJSON = "application/x-ndjson"
+PROBLEM_JSON = "application/problem+json"
+
+# "failed" is reserved for clients to handle: a line that cannot be scored gets an error result,
+# so batches of this version end "completed" or "cancelled".
+BatchState = Literal["queued", "running", "completed", "cancelled", "failed"]
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "cancelled", "failed"})
+ReportFormat = Literal["json", "md", "html"]
+
+
+class _Wire(BaseModel):
+    # Servers may add fields later; clients must not break on them.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ProblemItem(_Wire):
+    """One error inside a problem: a rejected batch line, or one invalid field of a body."""
+
+    line: int | None = Field(default=None, description="1-based input line, for batch lines.")
+    field: str | None = Field(default=None, description="Dotted path of the offending field.")
+    reason: str
+
+
+class Problem(_Wire):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "about:blank",
+                    "title": "Not Found",
+                    "status": 404,
+                    "detail": "no batch 'b_01J...' for this tenant",
+                    "instance": "/v1/batches/b_01J...",
+                }
+            ]
+        },
+    )
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[ProblemItem] | None = None
+
+
+# ---------------------------------------------------------------- batches
+
+
+class LineRejection(_Wire):
+    """A batch line that was not accepted: it is not scored, and its result line is the error
+    result ``faithjudge score`` writes for it (in ``/results``, at its line number)."""
+
+    line: int = Field(description="1-based line number in the uploaded body.")
+    field: str | None = Field(default=None, description="The offending field, when one is known.")
+    reason: str
+    item_id: str | None = Field(default=None, description="The line's item_id, if readable.")
+    model: str | None = Field(default=None, description="The line's model, if readable.")
+    question: str | None = Field(default=None, description="The line's question, if readable.")
+
+
+class BatchAccepted(_Wire):
+    """Answer of ``POST /v1/batches``: every accepted line is persisted before this is sent."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "b_0193f1c2a4e07d3b9c2f5e6a7b8c9d0e",
+                    "status": "queued",
+                    "accepted": 2,
+                    "rejected": [
+                        {"line": 3, "field": "ground_truth", "reason": "Field required"},
+                    ],
+                    "created_at": "2026-01-01T12:00:00Z",
+                }
+            ]
+        },
+    )
+
+    id: str
+    status: BatchState = "queued"
+    accepted: int
+    rejected: list[LineRejection] = Field(default_factory=list)
+    created_at: datetime
+
+
+class BatchStatus(_Wire):
+    """Where a batch stands.
+
+    ``counts`` counts metric grades by status (``valid``, ``abstained``, ``invalid``) plus
+    ``error`` for lines that could not be scored at all; ``failure_stages`` counts failures by
+    stage (``parse``, ``schema``, ``evidence``, ``abstain``, ``transport``, ``kb``, ``input``).
+    """
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "b_0193f1c2a4e07d3b9c2f5e6a7b8c9d0e",
+                    "name": "llava-med run 3",
+                    "status": "running",
+                    "created_at": "2026-01-01T12:00:00Z",
+                    "updated_at": "2026-01-01T12:00:09Z",
+                    "total": 1000,
+                    "done": 400,
+                    "pending": 600,
+                    "counts": {"valid": 1150, "abstained": 20, "invalid": 30, "error": 0},
+                    "failure_stages": {"evidence": 18, "abstain": 20, "kb": 12},
+                    "progress": 0.4,
+                    "eta_seconds": 13.5,
+                    "rejected": 0,
+                }
+            ]
+        },
+    )
+
+    id: str
+    name: str | None = None
+    status: BatchState
+    created_at: datetime
+    updated_at: datetime
+    total: int = Field(description="Accepted lines.")
+    done: int = Field(description="Lines with a result.")
+    pending: int = Field(description="Lines still to score (0 once cancelled).")
+    counts: dict[str, int] = Field(default_factory=dict)
+    failure_stages: dict[str, int] = Field(default_factory=dict)
+    progress: float = Field(ge=0, le=1)
+    eta_seconds: float | None = None
+    rejected: int = Field(default=0, description="Lines rejected at upload.")
+    detail: str | None = Field(
+        default=None,
+        description="What the service says about the batch: the provider Batch API phase's "
+        "progress and totals on the batch route, why the batch failed, or that it completed "
+        "without one grade reaching the judge.",
+    )
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATES
+
+
+class BatchPage(_Wire):
+    """One page of the tenant's batches, newest first."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={"examples": [{"items": [], "next_cursor": None}]},
+    )
+
+    items: list[BatchStatus]
+    next_cursor: str | None = None
+
+
+# ---------------------------------------------------------------- frozen configuration
+
+
+class EvaluatorInfo(_Wire):
+    """The frozen evaluator configuration: what makes two runs comparable."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "evaluator": "lexicon:v1",
+                    "model": None,
+                    "temperature": 0.0,
+                    "seed": 0,
+                    "max_tokens": 1024,
+                    "settings": {"rules": "v1"},
+                    "settings_sha256": "9f2c...",
+                    "prompt_set": "v1",
+                    "prompt_sha256": "5d41...",
+                    "kb_id": "cxr_vqa",
+                    "kb_version": "1.1.0",
+                    "kb_sha256": "7b3e...",
+                    "schema_version": "1.1",
+                    "schemas_sha256": "c0ff...",
+                    "service_version": "0.1.0",
+                }
+            ]
+        },
+    )
+
+    evaluator: str
+    model: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    settings_sha256: str
+    prompt_set: str
+    prompt_sha256: str
+    kb_id: str | None = None
+    kb_version: str | None = None
+    kb_sha256: str | None = None
+    schema_version: str
+    schemas_sha256: str
+    service_version: str
+
+
+class KnowledgeBaseQuestion(_Wire):
+    question: str
+    type: str
+    answers: list[str]
+
+
+class KnowledgeBaseInfo(_Wire):
+    """Summary of the loaded knowledge base."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "cxr_vqa",
+                    "version": "1.1.0",
+                    "description": "Chest X-ray VQA question templates",
+                    "sha256": "7b3e...",
+                    "questions": [
+                        {
+                            "question": "Is there cardiomegaly? (yes or no)",
+                            "type": "binary",
+                            "answers": ["yes", "no"],
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    id: str
+    version: str
+    description: str = ""
+    sha256: str
+    questions: list[KnowledgeBaseQuestion]
+
+
+class ModificationInfo(_Wire):
+    """One entry of the modification catalogue."""
+
+    id: str
+    code: str
+    kind: str
+    channel: str
+    paper: str
+    description: str
+    targets_answer: bool = False
+    question_types: list[str] | None = None
+    aliases: list[str] = Field(default_factory=list)
+
+
+class ModificationCatalogue(_Wire):
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {
+                            "id": "text_hint_radiologist",
+                            "code": "TB-RAD",
+                            "kind": "bias",
+                            "channel": "text",
+                            "paper": "moll2025",
+                            "description": "A note says a radiologist suggested {target}.",
+                            "targets_answer": True,
+                        }
+                    ]
+                }
+            ]
+        },
+    )
+    items: list[ModificationInfo]
+
+
+# ---------------------------------------------------------------- probes
+
+
+class Health(_Wire):
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={"examples": [{"status": "ok", "version": "0.1.0"}]},
+    )
+    status: Literal["ok"] = "ok"
+    version: str
+
+
+class Readiness(_Wire):
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [{"status": "ready", "checks": {"store": "ok", "evaluator": "ok"}}]
+        },
+    )
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, str] = Field(
+        default_factory=dict, description="Each check: 'ok' or what is wrong."
+    )

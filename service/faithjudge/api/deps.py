@@ -1,0 +1,106 @@
+"""FastAPI dependencies: the app state, the job store, the tenant of the key, body checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import orjson
+from faithjudge_client.bodies import (
+    EvaluatorInfo,
+    KnowledgeBaseInfo,
+    LineRejection,
+    ModificationCatalogue,
+)
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from faithjudge.api.info import modification_catalogue
+from faithjudge.api.keys import KeyRing, is_loopback
+from faithjudge.api.problems import ApiError
+from faithjudge.api.prometheus import Metrics
+from faithjudge.jobs.interface import BatchRow, JobStore
+from faithjudge.jobs.worker import Worker
+from faithjudge.pipeline import Scorer
+from faithjudge.settings import Settings
+
+_bearer = HTTPBearer(auto_error=False, description="An API key of your tenant.")
+DEV_TENANT = "default"
+
+
+@dataclass
+class AppState:
+    """What the handlers use; set up by the lifespan."""
+
+    settings: Settings
+    keys: KeyRing
+    metrics: Metrics
+    store: JobStore | None = None
+    scorer: Scorer | None = None
+    worker: Worker | None = None
+    evaluator_info: EvaluatorInfo | None = None
+    kb_info: KnowledgeBaseInfo | None = None
+    catalogue: ModificationCatalogue = field(default_factory=modification_catalogue)
+
+
+def app_state(request: Request) -> AppState:
+    state: AppState = request.app.state.faithjudge
+    return state
+
+
+def _store(state: Annotated[AppState, Depends(app_state)]) -> JobStore:
+    if state.store is None:
+        raise ApiError(503, "the job store is not open")
+    return state.store
+
+
+def _tenant(
+    request: Request,
+    state: Annotated[AppState, Depends(app_state)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    if not state.keys.configured:
+        # dev mode answers loopback clients only, for the life of the process, whatever the
+        # bind address the process was started with
+        client = request.client.host if request.client is not None else ""
+        if is_loopback(client) or state.settings.insecure_no_auth:
+            return DEV_TENANT
+        raise ApiError(
+            403,
+            "this service has no API keys and answers loopback clients only",
+        )
+    unauthorized = {"WWW-Authenticate": "Bearer"}
+    if credentials is None or not credentials.credentials:
+        raise ApiError(
+            401, "missing API key: send 'Authorization: Bearer <key>'", headers=unauthorized
+        )
+    tenant = state.keys.tenant_for(credentials.credentials)
+    if tenant is None:
+        raise ApiError(401, "unknown API key", headers=unauthorized)
+    return tenant
+
+
+def _json_body(request: Request) -> None:
+    """415 for a body that is not JSON, before anything tries to read it as JSON."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and
+                                             media.endswith("+json")):  # fmt: skip
+        raise ApiError(415, f"send the ScoreRequest as application/json, not {media or 'no type'}")
+
+
+State = Annotated[AppState, Depends(app_state)]
+JsonBody = Annotated[None, Depends(_json_body)]
+Store = Annotated[JobStore, Depends(_store)]
+Tenant = Annotated[str, Depends(_tenant)]
+BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
+
+
+def rejections_of(row: BatchRow) -> list[LineRejection]:
+    return [LineRejection.model_validate(r) for r in orjson.loads(row.rejections)]
+
+
+async def tenant_batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:
+    row = await store.get_batch(tenant, batch_id)
+    if row is None or row.status == "ingesting":
+        raise ApiError(404, f"no batch {batch_id!r} for this tenant")
+    return row

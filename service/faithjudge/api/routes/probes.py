@@ -1,0 +1,84 @@
+"""Health, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import anyio
+from faithjudge_client.bodies import (
+    Health,
+    Readiness,
+)
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from faithjudge import __version__
+from faithjudge.api.deps import (
+    State,
+)
+from faithjudge.jobs.interface import StoreUnavailable
+
+router = APIRouter()
+
+
+@router.get("/healthz", response_model=Health, tags=["probes"], summary="Liveness")
+async def healthz() -> Health:
+    """The process is alive."""
+    return Health(version=__version__)
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    tags=["probes"],
+    summary="Readiness",
+    responses={503: {"model": Readiness, "description": "Not ready."}},
+)
+async def readyz(state: State) -> JSONResponse:
+    """The store answers and keeps what the worker writes, and the evaluator is built."""
+    checks = {"store": "ok", "evaluator": "ok"}
+    if state.store is None:
+        checks["store"] = "not open"
+    else:
+        try:
+            with anyio.fail_after(5):
+                await state.store.ping()
+        except StoreUnavailable as exc:
+            checks["store"] = str(exc)
+        except Exception as exc:
+            checks["store"] = f"unreachable: {type(exc).__name__}"
+    if checks["store"] == "ok" and state.worker is not None and state.worker.failing:
+        # reads can answer while writes fail (a full disk, a read-only file): the worker's own
+        # calls say whether results are being kept
+        failing = "; ".join(f"{what}: {why}" for what, why in state.worker.failing.items())
+        checks["store"] = f"failing writes ({failing})"[:500]
+    if state.scorer is None:
+        checks["evaluator"] = "not built"
+    ready = all(v == "ok" for v in checks.values())
+    body = Readiness(status="ready" if ready else "not_ready", checks=checks)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+@router.get(
+    "/metrics",
+    tags=["probes"],
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,
+    responses={
+        200: {
+            "content": {
+                CONTENT_TYPE_LATEST: {
+                    "schema": {"type": "string"},
+                    "example": "faithjudge_queue_depth 0.0\n",
+                }
+            }
+        }
+    },
+)
+async def metrics(state: State) -> Response:
+    """Requests, latencies, grades by outcome, cache hit ratio and queue depth."""
+    if state.store is not None:
+        try:
+            state.metrics.queue_depth.set(await state.store.queue_depth())
+        except Exception:  # a metrics scrape must not fail because the store is down
+            state.metrics.queue_depth.set(float("nan"))
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,272 @@
+"""The ``faithjudge`` command.
+
+Exit codes are one table for every command: ``faithjudge.cli.common.ExitCode`` (0 success, 1 a gate
+check failed, 2 a coverage gate failed, 3 could not run, 4 nothing was scored, 5 stopped early).
+
+Only typer and the standard library are imported here: each command imports what it needs when
+it runs, so ``faithjudge --help`` and ``faithjudge version`` answer at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from faithjudge import __version__
+from faithjudge.cli import batch as cli_batch
+from faithjudge.cli.common import ExitCode, err, exit_with, fail, settings_from
+from faithjudge.evaluators import evaluator_help
+
+if TYPE_CHECKING:
+    from faithjudge.runners.file_runner import RunSummary
+    from faithjudge.runners.provider_batch import BatchReport
+    from faithjudge.settings import Settings
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="faithjudge",
+    help="Verified faithfulness scores for chain-of-thought explanations of medical VLMs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print the service version."""
+    typer.echo(__version__)
+
+
+@app.command()
+def score(
+    input_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="ScoreRequest lines.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Result lines (appended; resumable).")
+    ],
+    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
+    ] = None,
+    cache: Annotated[
+        bool | None, typer.Option("--cache/--no-cache", help="Use the response cache.")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the cache lives.")] = None,
+    prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
+    knowledge_base: Annotated[str | None, typer.Option(help="KB name or JSON file.")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    cancel: Annotated[
+        bool, typer.Option("--cancel", help="openai-batch: cancel the run's open batches.")
+    ] = False,
+) -> None:
+    """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds.
+
+    Exit 0 when every line has a result and at least one grade was judged; 3 when the run could
+    not start or the judge is unreachable; 4 when nothing was scored (empty input, no readable
+    line, every evaluator call failed); 5 when stopped early (what was written is kept).
+    """
+    from faithjudge.errors import FaithJudgeError
+    from faithjudge.runtime import run_async
+
+    try:
+        settings = settings_from(
+            evaluator=evaluator,
+            concurrency=concurrency,
+            cache=cache,
+            data_dir=data_dir,
+            prompt_set=prompt_set,
+            knowledge_base=knowledge_base,
+        )
+        if not input_path.is_file():
+            raise FaithJudgeError(f"input file not found: {input_path}")
+        if cancel and not cli_batch.is_batch_route(settings):
+            raise FaithJudgeError("--cancel applies to the openai-batch:MODEL evaluator only")
+        summary, batch = run_async(_run_score, settings, input_path, output, progress, cancel)
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        if cli_batch.is_batch_route(settings):
+            cli_batch.leave_or_cancel(settings, input_path)
+        exit_with(
+            ExitCode.STOPPED,
+            f"stopped: the results written so far are in {output}; run again to resume",
+        )
+    if batch is not None:
+        cli_batch.print_batch_report(batch, settings)
+    if summary is None:  # --cancel: the batches were cancelled, nothing was scored
+        return
+    _print_summary(summary, output)
+    code, why = score_verdict(summary)
+    if code != ExitCode.OK:
+        exit_with(code, why)
+
+
+def score_verdict(summary: RunSummary) -> tuple[ExitCode, str | None]:
+    """The exit code of a finished run, and why when it is not 0."""
+    if summary.total_lines == 0:
+        return ExitCode.NOTHING_SCORED, "the input holds no request line: nothing was scored"
+    if summary.scored == 0:  # everything was in the output already: the earlier run decided
+        return ExitCode.OK, None
+    if summary.judged == 0:
+        if summary.input_errors == summary.scored:
+            return ExitCode.NOTHING_SCORED, "no line of the input is a readable request"
+        stages = {k: v for k, v in summary.totals().items() if k not in ("valid", "missing")}
+        listed = ", ".join(f"{stage} {count}" for stage, count in sorted(stages.items()))
+        return ExitCode.NOTHING_SCORED, f"not one grade was judged ({listed})"
+    return ExitCode.OK, None
+
+
+async def _run_score(
+    settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
+) -> tuple[RunSummary | None, BatchReport | None]:
+    from faithjudge.progress import progress_bar
+    from faithjudge.runners.file_runner import count_lines, score_file
+    from faithjudge.runtime import open_scorer
+
+    total = count_lines(input_path)
+    async with open_scorer(settings, fail_fast=True) as scorer:
+        batch = None
+        if cli_batch.is_batch_route(settings):
+            # first the Batch API phase fills the cache; then an ordinary run reads it back
+            batch = await cli_batch.run_batch_phase(
+                scorer, settings, input_path, console=err, show_progress=show_progress,
+                cancel=cancel,
+            )  # fmt: skip
+            if cancel:
+                return None, batch
+        with progress_bar("scoring", console=err, show=show_progress) as bar:
+            task = bar.add_task("score", total=total)
+            summary = await score_file(
+                scorer,
+                input_path,
+                output,
+                concurrency=settings.concurrency,
+                progress=lambda n: bar.advance(task, n),
+            )
+            return summary, batch
+
+
+def _print_summary(summary: RunSummary, output: Path) -> None:
+    from faithjudge_client.metric_catalogue import label_of
+    from rich.table import Table
+
+    from faithjudge.scoring.outcomes import JUDGED, NOT_JUDGED
+
+    table = Table(title=f"{summary.scored} lines scored -> {output}", show_header=True)
+    table.add_column("lines")
+    table.add_column("count", justify="right")
+    table.add_row("read", str(summary.total_lines))
+    table.add_row("already in output (skipped)", str(summary.skipped))
+    table.add_row("input errors", str(summary.input_errors))
+    table.add_row("answers outside the options (CF still graded)", str(summary.answers_off_options))
+    err.print(table)
+    metrics = Table(title="coverage (this run)", show_header=True)
+    for column in ("metric", "valid", "judge failures", "not judged", "cov"):
+        metrics.add_column(column, justify="left" if column == "metric" else "right")
+    for metric, counts in summary.outcomes.items():
+        if sum(counts[o] for o in (*JUDGED, *NOT_JUDGED)) == 0:
+            continue
+        cov = summary.coverage(metric)["cov"]
+        metrics.add_row(
+            label_of(metric),
+            str(counts["valid"]),
+            _listed(counts, JUDGED[1:]),
+            _listed(counts, NOT_JUDGED),
+            "-" if cov is None else f"{100 * cov:.1f}%",
+        )
+    err.print(metrics)
+    if summary.total_lines <= _ITEM_TABLE_MAX_LINES:
+        _print_items(output)
+
+
+def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
+    parts = [f"{outcome} {counts[outcome]}" for outcome in outcomes if counts[outcome]]
+    return ", ".join(parts) or "0"
+
+
+_ITEM_TABLE_MAX_LINES = 20
+
+
+def _print_items(output: Path) -> None:
+    """A per-item view for small runs, so a demo shows what was scored."""
+    from faithjudge_client.lines import ItemResult
+    from faithjudge_client.metric_catalogue import CC_LABEL, labels, metric_names
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_header=True, title="items")
+    for column in ("line", "item", "answer", "correct", "flip", *labels(), CC_LABEL):
+        table.add_column(column)
+    for raw in output.read_bytes().splitlines():
+        if not raw.strip():
+            continue  # a blank line is passed over, as on resume
+        result = ItemResult.model_validate_json(raw)
+        if result.error is not None:
+            table.add_row(
+                str(result.line),
+                escape(result.item_id or ""),
+                f"[red]{escape(result.error.detail)}",
+            )
+            continue
+        cells = []
+        for metric in metric_names():
+            graded = result.metrics.get(metric)
+            if graded is None:
+                cells.append("")
+            elif graded.status == "valid":
+                cells.append(str(graded.score))
+            else:
+                cells.append(f"[yellow]{graded.failure.stage if graded.failure else graded.status}")
+        flip = result.flip.value if result.flip is not None else None
+        calibration = result.confidence_calibration
+        table.add_row(
+            str(result.line),
+            result.item_id or "",
+            result.answer or "-",
+            {True: "yes", False: "no", None: "-"}[result.correct],
+            {True: "yes", False: "no", None: "-"}[flip],
+            *cells,
+            f"{calibration:.2f}" if calibration is not None else "-",
+        )
+    err.print(table)
+
+
+from faithjudge.cli import validate as cli_validate  # noqa: E402 - registers its commands on the app above
+
+cli_validate.register(app)
+
+from faithjudge.cli import report as cli_report  # noqa: E402 - registers report and gate on the app above
+
+cli_report.register(app)
+
+from faithjudge.cli import serve as cli_serve  # noqa: E402 - registers serve and keys on the app above
+
+cli_serve.register(app)
+
+from faithjudge.cli import submit as cli_submit  # noqa: E402 - registers submit (the REST client) on the app above
+
+cli_submit.register(app)
+
+from faithjudge.cli import audit as cli_audit  # noqa: E402 - registers audit on the app above
+
+cli_audit.register(app)
+cli_batch.register(app)  # judge-requests export / import
+
+
+def main() -> None:
+    """The console entry point. An OS error no command turned into its own message (a path that
+    cannot be read or written: a folder, /proc, a full disk) is one line and exit 3, not a
+    traceback."""
+    import sys
+
+    try:
+        app()
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.exit(fail(f"{where}{exc.strerror or exc}", ExitCode.UNEVALUABLE).exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

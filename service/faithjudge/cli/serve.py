@@ -1,0 +1,148 @@
+"""``faithjudge serve`` (the REST service) and ``faithjudge keys create`` (API keys).
+
+Registered on the main app by ``register(app)``. Without any API key the service answers
+everyone as one tenant, so it binds to loopback only; binding elsewhere without keys is refused
+unless ``--insecure-no-auth`` says that is intended.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from faithjudge.api.keys import is_loopback
+from faithjudge.cli.common import err, fail, settings_from
+from faithjudge.errors import FaithJudgeError
+from faithjudge.evaluators import evaluator_help
+
+if TYPE_CHECKING:
+    from faithjudge.settings import Settings
+
+__all__ = ["register"]
+
+keys_app = typer.Typer(help="Manage API keys (stored as sha256 hashes).", no_args_is_help=True)
+
+
+async def check_job_store(settings: Settings) -> None:
+    """Open (and migrate) the job store once before serving, so that a wrong URL or a database
+    that is down ends ``serve`` with one line naming the cause, not a lifespan traceback."""
+    import anyio
+    from sqlalchemy.engine import make_url
+
+    from faithjudge.jobs.interface import open_job_store
+
+    url = settings.job_store_url
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        shown = url.split("@")[-1]
+    try:
+        with anyio.fail_after(30):
+            store = await open_job_store(url, schema=settings.database_schema)
+    except Exception as exc:
+        cause = str(exc).splitlines()[0][:300] if str(exc) else ""
+        raise FaithJudgeError(
+            f"cannot open the job store at {shown}: {type(exc).__name__}: {cause}".rstrip(": ")
+        ) from None
+    await store.close()
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
+    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Cache, SQLite job store and keys file.")
+    ] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="postgresql+asyncpg://... (default: SQLite in data dir).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
+    ] = None,
+    cache: Annotated[bool | None, typer.Option("--cache/--no-cache")] = None,
+    workers: Annotated[
+        bool | None, typer.Option("--workers/--no-workers", help="Score batches in this process.")
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option("--insecure-no-auth", help="Allow a non-loopback bind without API keys."),
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+) -> None:
+    """Run the REST service (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from faithjudge.api.app import create_app
+    from faithjudge.api.keys import KeyRing
+    from faithjudge.runtime import run_async
+
+    try:
+        settings = settings_from(
+            host=host,
+            port=port,
+            evaluator=evaluator,
+            data_dir=data_dir,
+            database_url=database_url,
+            concurrency=concurrency,
+            cache=cache,
+            workers=workers,
+        )
+        if insecure_no_auth:
+            settings = settings.model_copy(update={"insecure_no_auth": True})
+        keys = KeyRing.from_settings(settings)
+        if not keys.configured and not is_loopback(settings.host):
+            if not settings.insecure_no_auth:
+                raise FaithJudgeError(
+                    f"refusing to serve on {settings.host} without API keys: create one with "
+                    "`faithjudge keys create --tenant NAME`, bind to 127.0.0.1, or pass "
+                    "--insecure-no-auth"
+                )
+            err.print(
+                f"[yellow]warning:[/yellow] serving on {settings.host} with NO authentication"
+            )
+        app = create_app(settings)
+        run_async(check_job_store, settings)
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        log_level=log_level.lower(),
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="The tenant the key acts for.")],
+    data_dir: Annotated[Path | None, typer.Option(help="Where api_keys.json lives.")] = None,
+    keys_file: Annotated[Path | None, typer.Option(help="The keys file to add to.")] = None,
+) -> None:
+    """Create an API key: it is printed once; only its sha256 is stored."""
+    from faithjudge.api.keys import create_key
+
+    try:
+        settings = settings_from(data_dir=data_dir, api_keys_file=keys_file)
+        key = create_key(settings.keys_path, tenant)
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    err.print(f"key for tenant {tenant!r} added to {settings.keys_path} (store it now)")
+    typer.echo(key)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")

@@ -1,0 +1,205 @@
+"""``faithjudge submit``: send a JSONL file to a FaithJudge server as a batch, through the SDK.
+
+Registered on the main app by ``register(app)``. Exit codes are ``score``'s
+(``faithjudge.cli.common.ExitCode``): 0 the batch completed with at least one judged grade (rejected
+lines are listed, as ``score`` lists input errors); 3 it could not run (missing file, server
+unreachable, wrong key) or the batch ended failed; 4 nothing was scored (an empty file, no line
+accepted, not one grade judged); 5 stopped early (Ctrl-C or ``--timeout`` while waiting: the
+batch goes on on the server; or the batch was cancelled). With ``--no-wait`` the command ends
+once the batch is accepted. The batch id alone goes to stdout (``ID=$(faithjudge submit f
+--no-wait)``); everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from faithjudge.cli.common import ExitCode, err, exit_with, fail
+from faithjudge.errors import FaithJudgeError
+
+if TYPE_CHECKING:
+    from faithjudge_client import BatchStatus, FaithJudgeClient, LineRejection
+    from faithjudge_client.bodies import ProblemItem
+
+__all__ = ["register", "submit_command"]
+
+# Enough to see the pattern of what went wrong; the rest is counted.
+MAX_REJECTIONS_SHOWN = 50
+
+
+def submit_command(
+    input_path: Annotated[
+        Path, typer.Argument(metavar="FILE.jsonl", help="ScoreRequest lines to score.")
+    ],
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar="FAITHJUDGE_URL",
+            help="FaithJudge server, e.g. http://127.0.0.1:8000.",
+            show_envvar=True,
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="FAITHJUDGE_API_KEY",
+            help="API key (sent as a Bearer token).",
+            show_envvar=True,
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for the batch to finish.")
+    ] = True,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the result lines here (needs --wait)."),
+    ] = None,
+    report_html: Annotated[
+        Path | None,
+        typer.Option("--report-html", help="Write the batch's HTML report here (needs --wait)."),
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the batch.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="Give up waiting after this many seconds.")
+    ] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Submit FILE.jsonl to a server as a batch, follow it, and fetch results and report."""
+    if not wait and (output is not None or report_html is not None):
+        raise typer.BadParameter("--output and --report-html need --wait", param_hint="--no-wait")
+    from faithjudge_client import FaithJudgeClient, ValidationFailed, WaitTimeout
+
+    try:
+        if not input_path.is_file():
+            raise FaithJudgeError(f"input file not found: {input_path}")
+        if not _has_a_line(input_path):
+            raise fail(f"{input_path} holds no request line: nothing was scored", _NOTHING)
+        with FaithJudgeClient(server, api_key) as client:
+            final = _submit(client, input_path, name, wait, output, report_html, timeout, progress)
+    except ValidationFailed as exc:
+        _print_rejections(exc.errors, accepted=0)
+        raise fail(exc.detail, _NOTHING) from None
+    except WaitTimeout as exc:
+        raise fail(f"{exc} (the batch goes on on the server)", ExitCode.STOPPED) from None
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    if final is not None:
+        code, why = batch_verdict(final)
+        if code != ExitCode.OK:
+            exit_with(code, why)
+
+
+_NOTHING = ExitCode.NOTHING_SCORED
+
+
+def _has_a_line(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return any(raw.strip() for raw in handle)
+
+
+def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
+    """The exit code of a batch that ended, by the same rule as ``score``'s."""
+    from faithjudge.scoring.outcomes import unjudged_reason
+
+    if status.status == "cancelled":
+        return ExitCode.STOPPED, f"batch {status.id} was cancelled"
+    if status.status != "completed":
+        said = f": {status.detail}" if status.detail else ""
+        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}{said}"
+    unjudged = unjudged_reason(status.counts, status.failure_stages)
+    if unjudged is not None:
+        return _NOTHING, f"batch {status.id}: {unjudged}"
+    return ExitCode.OK, None
+
+
+def _submit(
+    client: FaithJudgeClient,
+    input_path: Path,
+    name: str | None,
+    wait: bool,
+    output: Path | None,
+    report_html: Path | None,
+    timeout: float | None,
+    show_progress: bool,
+) -> BatchStatus | None:
+    from faithjudge.progress import progress_bar
+
+    accepted = client.submit(input_path, name=name)
+    err.print(
+        f"batch [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
+        f"{len(accepted.rejected)} rejected"
+    )
+    _print_rejections(accepted.rejected, accepted=accepted.accepted)
+    typer.echo(accepted.id)
+    if not wait:
+        return None
+    with progress_bar("scoring", console=err, show=show_progress) as bar:
+        task = bar.add_task("batch", total=accepted.accepted)
+        try:
+            final = client.wait(
+                accepted.id,
+                timeout=timeout,
+                progress=lambda s: bar.update(task, completed=s.done, total=s.total),
+            )
+        except KeyboardInterrupt:
+            exit_with(
+                ExitCode.STOPPED,
+                f"stopped waiting: batch {accepted.id} goes on on the server "
+                f"(DELETE /v1/batches/{accepted.id} cancels it)",
+            )
+    _print_status(final)
+    if output is not None:
+        written = client.download_results(accepted.id, output)
+        err.print(f"{written} result lines -> {output}")
+    if report_html is not None:
+        report_html.parent.mkdir(parents=True, exist_ok=True)
+        report_html.write_text(client.report(accepted.id, "html"), encoding="utf-8")
+        err.print(f"HTML report -> {report_html}")
+    return final
+
+
+def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accepted: int) -> None:
+    if not rejected:
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rejected)} rejected lines ({accepted} accepted)", show_header=True)
+    table.add_column("line", justify="right")
+    table.add_column("field")
+    table.add_column("reason")
+    for item in rejected[:MAX_REJECTIONS_SHOWN]:
+        line = "" if item.line is None else str(item.line)
+        table.add_row(line, escape(item.field or ""), escape(item.reason))
+    err.print(table)
+    if len(rejected) > MAX_REJECTIONS_SHOWN:
+        err.print(f"... and {len(rejected) - MAX_REJECTIONS_SHOWN} more rejected lines")
+
+
+def _print_status(status: BatchStatus) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"batch {status.status}", show_header=True)
+    table.add_column("outcome")
+    table.add_column("count", justify="right")
+    table.add_row("lines accepted", str(status.total))
+    table.add_row("lines scored", str(status.done))
+    table.add_row("lines rejected", str(status.rejected))
+    for key, count in sorted(status.counts.items()):
+        # ``error`` counts lines that could not be scored at all; the rest count metric grades
+        table.add_row("lines with an error" if key == "error" else f"metric {key}", str(count))
+    for stage, count in sorted(status.failure_stages.items()):
+        table.add_row(f"failure: {stage}", str(count))
+    if status.detail:
+        table.caption = escape(status.detail)  # e.g. the Batch API phase's totals
+    err.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("submit")(submit_command)

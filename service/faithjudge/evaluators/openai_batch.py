@@ -1,0 +1,107 @@
+"""The ``openai-batch`` evaluator: the judge as the provider's Batch API route reaches it.
+
+It builds exactly the requests of ``openai:MODEL`` under the same cache keys and never calls
+the provider itself: a batch phase (``faithjudge.runners.provider_batch`` for the CLI, the job
+worker's for
+the service) sends them and records the answers, and ``judge`` reads what it recorded. The CLI's
+ledger of parts, files and batches lives in the data directory; the service's in the job store
+(``bind`` points the evaluator there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from faithjudge.errors import EvaluatorError
+from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.settings import Settings
+from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.batch import BatchLedger
+from faithjudge.transport.cache import cache_key
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from faithjudge.evaluators.openai import OpenAIEvaluator
+
+__all__ = ["AnswerSource", "OpenAIBatchEvaluator", "ledger_path", "open_ledger"]
+
+
+class AnswerSource(Protocol):
+    """Where the batch phase left its answers and its final failures, by cache key."""
+
+    async def answer_of(self, key: str) -> JudgeResponse | None: ...
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
+
+
+def ledger_path(settings: Settings) -> Path:
+    return settings.data_dir / "batch_ledger.sqlite3"
+
+
+class OpenAIBatchEvaluator:
+    """The judge as the batch route reaches it: same requests and keys as ``openai:MODEL``.
+
+    ``judge`` is reached only for a request the response cache does not answer; it returns the
+    answer the batch phase recorded, or its provider status and message as the transport
+    failure, or says the phase never sent the request.
+    """
+
+    route = "batch"
+
+    def __init__(self, inner: OpenAIEvaluator, ledger: BatchLedger) -> None:
+        self.inner = inner
+        self.ledger = ledger
+        self.answers: AnswerSource = ledger
+
+    def bind(self, answers: AnswerSource) -> None:
+        """Read answers from ``answers`` (the service's job store) instead of the file ledger."""
+        self.answers = answers
+
+    @property
+    def id(self) -> str:
+        return "openai-batch:" + self.inner.id.partition(":")[2]
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        return self.inner.client
+
+    def settings(self) -> Mapping[str, Any]:
+        return self.inner.settings()
+
+    def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        return self.inner.cache_key_material(request)
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        return self.inner.request_body(request)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return False  # retries happen as follow-up batches, never as live calls
+
+    def retry_after(self, exc: BaseException) -> float | None:
+        return None
+
+    async def judge(self, request: JudgeRequest) -> JudgeResponse:
+        material = self.inner.cache_key_material(request)
+        key = cache_key(material) if material is not None else ""
+        answer = await self.answers.answer_of(key)
+        if answer is not None:
+            return answer
+        failure = await self.answers.failure_of(key)
+        if failure is not None:
+            tries, status, message = failure
+            raise EvaluatorError(
+                f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})",
+                status=status,
+                attempts=tries,
+            )
+        raise EvaluatorError("no batch answer for this request: the batch phase did not send it")
+
+    async def aclose(self) -> None:
+        self.ledger.close()
+        await self.inner.aclose()
+
+
+def open_ledger(settings: Settings) -> BatchLedger:
+    return BatchLedger(ledger_path(settings))

@@ -1,0 +1,290 @@
+"""Batch upload: split a streamed JSONL body into lines, validate each, persist the accepted.
+
+Memory stays bounded whatever the body size: lines are validated in chunks (off the event loop)
+and written to the store in chunks; only the current partial line and the rejections are kept.
+A line is validated by ``faithjudge.runners.file_runner.parse_line``, so a batch rejects exactly
+the lines
+``faithjudge score`` would turn into ``input`` errors, with the same messages. The batch becomes
+visible to workers only once every accepted line is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+import orjson
+from faithjudge_client.bodies import BatchAccepted, LineRejection
+from faithjudge_client.lines import ScoreRequest
+from pydantic import ValidationError
+
+from faithjudge.errors import UserInputError
+from faithjudge.jobs.interface import BatchRow, IdempotencyConflict, JobStore
+from faithjudge.runners.file_runner import parse_line
+
+__all__ = [
+    "BatchLimitExceeded",
+    "BodyTooLarge",
+    "IdempotencyMismatch",
+    "IngestLimits",
+    "NothingAccepted",
+    "Submission",
+    "TooManyActiveBatches",
+    "accepted_of",
+    "submit_batch",
+]
+
+_CHUNK_LINES = 1000
+_LINE_PREFIX = re.compile(r"^line \d+: ")
+
+
+@dataclass(frozen=True, slots=True)
+class IngestLimits:
+    max_body_bytes: int
+    max_lines: int
+    max_line_bytes: int
+    max_active_batches: int
+
+
+class BodyTooLarge(UserInputError):
+    """The upload is larger than the tenant may send (HTTP 413)."""
+
+
+class BatchLimitExceeded(UserInputError):
+    """More lines than one batch may hold (HTTP 413)."""
+
+
+class TooManyActiveBatches(UserInputError):
+    """The tenant already has its maximum of unfinished batches (HTTP 429)."""
+
+
+class IdempotencyMismatch(UserInputError):
+    """The idempotency key was used before with a different body (HTTP 409)."""
+
+
+class NothingAccepted(UserInputError):
+    """Every line was rejected (HTTP 422 listing them)."""
+
+    def __init__(self, message: str, rejections: list[LineRejection]) -> None:
+        super().__init__(message, field="body")
+        self.rejections = rejections
+
+
+@dataclass(slots=True)
+class Submission:
+    accepted: BatchAccepted
+    replayed: bool = False
+    """True when the idempotency key matched an earlier upload of the same body."""
+
+
+@dataclass(slots=True)
+class _Lines:
+    """Splits byte chunks into numbered non-blank lines; an over-long line is cut off early."""
+
+    max_line_bytes: int
+    number: int = 0
+    buffer: bytearray = field(default_factory=bytearray)
+    skipping: bool = False
+    too_long: list[int] = field(default_factory=list)
+
+    def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                self._keep(chunk[start:])
+                return out
+            self._keep(chunk[start:end])
+            self._end_line(out)
+            start = end + 1
+
+    def close(self) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        if self.buffer or self.skipping:
+            self._end_line(out)
+        return out
+
+    def _keep(self, piece: bytes) -> None:
+        if self.skipping or not piece:
+            return
+        if len(self.buffer) + len(piece) > self.max_line_bytes:
+            self.skipping = True
+            self.buffer.clear()
+            return
+        self.buffer += piece
+
+    def _end_line(self, out: list[tuple[int, bytes]]) -> None:
+        self.number += 1
+        if self.skipping:
+            self.too_long.append(self.number)
+            self.skipping = False
+        elif self.buffer.strip():
+            out.append((self.number, bytes(self.buffer)))
+        self.buffer.clear()
+
+
+def _field_of(raw: bytes) -> str | None:
+    """The first offending field of a rejected line (slow path, bad lines only)."""
+    try:
+        ScoreRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if errors and errors[0]["type"] != "json_invalid":
+            loc = ".".join(str(p) for p in errors[0]["loc"])
+            return loc or None
+    return None
+
+
+def _validate(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes, LineRejection | None]]:
+    checked: list[tuple[int, bytes, LineRejection | None]] = []
+    for number, raw in lines:
+        parsed = parse_line(raw, number)
+        if isinstance(parsed, ScoreRequest):
+            checked.append((number, raw.strip(), None))
+            continue
+        detail = parsed.error.detail if parsed.error is not None else "invalid line"
+        rejection = LineRejection(
+            line=number,
+            field=_field_of(raw),
+            reason=_LINE_PREFIX.sub("", detail),
+            item_id=parsed.item_id,
+            model=parsed.model,
+            question=parsed.question,
+        )
+        checked.append((number, raw, rejection))
+    return checked
+
+
+def accepted_of(row: BatchRow) -> BatchAccepted:
+    """The 202 answer of a stored batch (also what an idempotent replay returns)."""
+    return BatchAccepted(
+        id=row.id,
+        status="queued",
+        accepted=row.total,
+        rejected=[LineRejection.model_validate(r) for r in orjson.loads(row.rejections)],
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+    )
+
+
+async def _digest_rest(chunks: AsyncIterator[bytes], limits: IngestLimits) -> str:
+    digest = hashlib.sha256()
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limits.max_body_bytes:
+            raise BodyTooLarge(f"the body exceeds {limits.max_body_bytes} bytes", field="body")
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+async def submit_batch(
+    store: JobStore,
+    chunks: AsyncIterator[bytes],
+    *,
+    tenant: str,
+    name: str | None,
+    idempotency_key: str | None,
+    limits: IngestLimits,
+) -> Submission:
+    """Validate and persist an uploaded batch; raise the errors above for the API to map."""
+    if idempotency_key is not None:
+        earlier = await store.find_by_idempotency_key(tenant, idempotency_key)
+        if earlier is not None:
+            return await _replay(earlier, chunks, limits)
+    if await store.count_occupying(tenant) >= limits.max_active_batches:
+        raise TooManyActiveBatches(
+            f"this tenant already has {limits.max_active_batches} unfinished batches; wait for "
+            "one to finish or cancel one",
+            field="batches",
+        )
+    try:
+        row = await store.begin_batch(tenant=tenant, name=name, idempotency_key=idempotency_key)
+    except IdempotencyConflict:
+        earlier = await store.find_by_idempotency_key(tenant, idempotency_key or "")
+        if earlier is None:
+            raise
+        return await _replay(earlier, chunks, limits)
+    try:
+        return await _ingest(store, row, chunks, limits)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await store.discard_batch(row.id)
+        raise
+
+
+async def _replay(
+    earlier: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits
+) -> Submission:
+    if earlier.status == "ingesting":
+        raise IdempotencyMismatch(
+            "an upload with this Idempotency-Key is still in progress", field="Idempotency-Key"
+        )
+    if await _digest_rest(chunks, limits) != earlier.body_sha256:
+        raise IdempotencyMismatch(
+            "this Idempotency-Key was used for a different body", field="Idempotency-Key"
+        )
+    return Submission(accepted=accepted_of(earlier), replayed=True)
+
+
+async def _ingest(
+    store: JobStore, row: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits
+) -> Submission:
+    digest = hashlib.sha256()
+    splitter = _Lines(max_line_bytes=limits.max_line_bytes)
+    size = 0
+    seq = 0
+    rejections: list[LineRejection] = []
+    pending: list[tuple[int, bytes]] = []
+
+    async def flush() -> None:
+        nonlocal seq, pending
+        batch, pending = pending, []
+        checked = await anyio.to_thread.run_sync(_validate, batch)
+        rows = []
+        for number, raw, rejection in checked:
+            if rejection is None:
+                rows.append((seq, number, raw.decode()))
+                seq += 1
+            else:
+                rejections.append(rejection)
+        await store.add_lines(row.id, rows)
+
+    def note(lines: list[tuple[int, bytes]]) -> None:
+        pending.extend(lines)
+        counted = seq + len(rejections) + len(pending) + len(splitter.too_long)
+        if counted > limits.max_lines:
+            raise BatchLimitExceeded(
+                f"a batch may hold at most {limits.max_lines} lines", field="body"
+            )
+
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limits.max_body_bytes:
+            raise BodyTooLarge(f"the body exceeds {limits.max_body_bytes} bytes", field="body")
+        digest.update(chunk)
+        note(splitter.feed(chunk))
+        if len(pending) >= _CHUNK_LINES:
+            await flush()
+    note(splitter.close())
+    await flush()
+    rejections.extend(
+        LineRejection(line=n, field=None, reason=f"line longer than {limits.max_line_bytes} bytes")
+        for n in splitter.too_long
+    )
+    rejections.sort(key=lambda r: r.line)
+    if seq == 0:
+        if not rejections:
+            raise NothingAccepted("the body holds no lines", [])
+        raise NothingAccepted(f"none of the {len(rejections)} lines is valid", rejections)
+    done = await store.finish_ingest(
+        row.id,
+        total=seq,
+        rejections=[r.model_dump() for r in rejections],
+        body_sha256=digest.hexdigest(),
+    )
+    return Submission(accepted=accepted_of(done))

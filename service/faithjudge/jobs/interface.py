@@ -1,0 +1,214 @@
+"""The job-store contract: what the API, the ingest and the workers may ask of a store.
+
+``JobStore`` is the interface, the dataclasses are the rows it speaks in, and the constants are
+its states; nothing here knows SQL. ``SqlJobStore`` (``faithjudge.jobs.sql_store``, SQLite or
+PostgreSQL through SQLAlchemy) is the one implementation; ``open_job_store(url)`` picks it.
+A new store implements every method below and passes the contract suite
+(``tests/integration/test_job_store_contract.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from faithjudge.errors import FaithJudgeError
+from faithjudge.transport.batch import Ledger
+
+if TYPE_CHECKING:
+    from faithjudge.transport.base import JudgeResponse
+
+__all__ = [
+    "ACTIVE_STATES",
+    "DONE",
+    "LEASED",
+    "PENDING",
+    "RECENT_S",
+    "BatchRow",
+    "ClaimedLine",
+    "DoneLine",
+    "IdempotencyConflict",
+    "JobStore",
+    "LineCounts",
+    "ProviderLedger",
+    "StoreUnavailable",
+    "open_job_store",
+]
+
+# line states
+PENDING, LEASED, DONE = 0, 1, 2
+# batch states a worker scores
+ACTIVE_STATES = ("queued", "running")
+RECENT_S = 30.0
+"""Window of the recent-throughput count (the ETA's rate)."""
+
+
+class StoreUnavailable(FaithJudgeError):
+    """The job store cannot be reached (the API answers 503 with Retry-After; workers wait)."""
+
+
+class IdempotencyConflict(Exception):
+    """Another batch of this tenant already holds the idempotency key."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    id: str
+    tenant: str
+    name: str | None
+    status: str
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+    total: int
+    rejected_count: int
+    rejections: str
+    idempotency_key: str | None
+    body_sha256: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LineCounts:
+    """Aggregates over the lines of one batch."""
+
+    done: int
+    statuses: dict[str, int]
+    stages: dict[str, int]
+    errors: int
+    recent_done: int
+    first_done_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedLine:
+    batch_id: str
+    seq: int
+    line: int
+    request: str
+
+
+@dataclass(frozen=True, slots=True)
+class DoneLine:
+    """A scored line, with the outcome columns the status aggregate sums."""
+
+    batch_id: str
+    seq: int
+    result: bytes
+    is_error: int
+    statuses: dict[str, int]
+    stages: dict[str, int]
+
+
+class ProviderLedger(Ledger, Protocol):
+    """A job's Batch API ledger in the store: the runner's ``Ledger`` plus staging helpers."""
+
+    async def drop_unsealed(self) -> None:
+        """Forget a part whose staging died half-way (its requests are staged again)."""
+        ...
+
+    async def keys(self) -> set[str]:
+        """Every request key the job's phase already holds."""
+        ...
+
+    async def settled(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` that any job's phase answered or failed for good."""
+        ...
+
+    async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
+        """Answers known without a batch (the response cache), readable by every replica."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """Requests by state (``answered``, ``failed``, ...)."""
+        ...
+
+
+class JobStore(Protocol):
+    """Durable batches of request lines, leased to workers and answered once each."""
+
+    embedded: bool
+    """True when one process owns the store (SQLite): leases found at start-up are stale."""
+
+    async def close(self) -> None: ...
+    async def ping(self) -> None: ...
+
+    # ingest: a batch is invisible to workers until ``finish_ingest``
+    async def begin_batch(
+        self, *, tenant: str, name: str | None, idempotency_key: str | None
+    ) -> BatchRow: ...
+    async def add_lines(self, batch_id: str, rows: Sequence[tuple[int, int, str]]) -> None: ...
+    async def finish_ingest(
+        self, batch_id: str, *, total: int, rejections: list[dict[str, Any]], body_sha256: str
+    ) -> BatchRow: ...
+    async def discard_batch(self, batch_id: str) -> None: ...
+    async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None: ...
+    async def count_occupying(self, tenant: str) -> int: ...
+
+    # reading
+    async def get_batch(self, tenant: str, batch_id: str) -> BatchRow | None: ...
+    async def line_counts(self, batch_id: str) -> LineCounts: ...
+    async def list_batches(
+        self, tenant: str, *, limit: int, before: tuple[float, str] | None
+    ) -> list[BatchRow]: ...
+    async def results_page(
+        self, batch_id: str, *, start: int, limit: int, with_line: bool = False
+    ) -> list[Any]: ...
+    async def line_number(self, batch_id: str, seq: int) -> int: ...
+    async def queue_depth(self) -> int: ...
+
+    # control
+    async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None: ...
+
+    # workers: lease, renew, release, complete
+    async def recover(self) -> None: ...
+    async def active_batch_ids(self, limit: int = 32, *, provider_done: bool = False) -> list[str]:
+        """Queued or running jobs, oldest first; with ``provider_done`` only those whose
+        provider phase has ended (what the batch route's workers may score)."""
+        ...
+
+    async def claim(
+        self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
+    ) -> list[ClaimedLine]: ...
+    async def renew(self, owner: str, *, lease_s: float) -> None: ...
+    async def release(self, owner: str) -> None: ...
+    async def complete(self, owner: str, done: Sequence[DoneLine]) -> None: ...
+
+    # the provider phase (``openai-batch``): one process at a time sends a job's judge requests
+    # through the Batch API, under a lease; its ledger and answers live in the store
+    def provider_ledger(
+        self,
+        batch_id: str,
+        render: Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]],
+    ) -> ProviderLedger:
+        """Job ``batch_id``'s ledger; ``render`` turns (key, line number, request line JSON) of
+        requests into their Batch API lines (the store keeps only which line each came from)."""
+        ...
+
+    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None: ...
+    async def renew_provider_phase(
+        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+    ) -> str:
+        """``held``, ``ended`` (the job is no longer active) or ``taken`` (by another owner)."""
+        ...
+
+    async def end_provider_phase(
+        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+    ) -> None: ...
+    async def fail_batch(self, batch_id: str, detail: str) -> None: ...
+    async def unscored_requests(
+        self, batch_id: str, *, after: int, limit: int
+    ) -> list[tuple[int, int, str]]: ...
+    async def answer_of(self, key: str) -> JudgeResponse | None: ...
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
+
+
+async def open_job_store(url: str, *, schema: str | None = None, migrate: bool = True) -> JobStore:
+    """The store at ``url`` (``sqlite+aiosqlite:///PATH`` or ``postgresql+asyncpg://...``),
+    connected and migrated unless ``migrate`` is False."""
+    from faithjudge.jobs.sql_store import SqlJobStore
+
+    store: JobStore = await SqlJobStore.open(url, schema=schema, migrate=migrate)
+    return store

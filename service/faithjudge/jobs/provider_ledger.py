@@ -1,0 +1,417 @@
+"""The Batch API ledger of one job, in the job store (``faithjudge.transport.batch.Ledger``).
+
+The CLI keeps its ledger in a SQLite file and its part files beside it; the service keeps the
+ledger in the job store, so a replica that takes over a job's provider phase finds the same
+parts and batches, and any replica scoring the lines finds every answer. A request row names the
+job line it comes from; a part file is rebuilt from those lines (``render``) when it is
+uploaded, and a retry's line when it is staged again, so the store never holds the ~10 KB
+Batch API line of every request. A request row keeps the answer it got, not only the cache of
+the process that collected it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import IO, Any
+
+import orjson
+from sqlalchemy import (
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from faithjudge.jobs.schema import batch_lines, provider_parts, provider_requests
+from faithjudge.transport.base import JudgeResponse, Usage
+from faithjudge.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
+
+__all__ = ["JobLedger", "Render", "answer_from_json", "answer_to_json"]
+
+Render = Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]]
+"""(key, upload line number, request line JSON) of requests -> (key, Batch API line) of those
+that the line still makes (in any order)."""
+
+_ROWS_PER_INSERT = 1_000
+_PART_COLUMNS = (
+    "id",
+    "lines",
+    "bytes",
+    "file_id",
+    "batch_id",
+    "state",
+    "done",
+    "completed",
+    "failed",
+)
+
+
+def answer_to_json(response: JudgeResponse) -> str:
+    return orjson.dumps(
+        {
+            "text": response.text,
+            "model": response.model,
+            "fingerprint": response.fingerprint,
+            "prompt_tokens": response.usage.prompt_tokens,
+            "completion_tokens": response.usage.completion_tokens,
+        }
+    ).decode()
+
+
+def answer_from_json(text: str) -> JudgeResponse:
+    data = orjson.loads(text)
+    return JudgeResponse(
+        text=data["text"],
+        model=data.get("model"),
+        usage=Usage(
+            prompt_tokens=int(data.get("prompt_tokens") or 0),
+            completion_tokens=int(data.get("completion_tokens") or 0),
+        ),
+        fingerprint=data.get("fingerprint"),
+        attempts=0,
+        cached=True,
+    )
+
+
+def _upsert(dialect: str, rows: list[dict[str, Any]]) -> Any:
+    """Insert request rows; a row already there (a retry) moves to the new part."""
+    module = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(provider_requests).values(rows)
+    return statement.on_conflict_do_update(
+        index_elements=["batch_id", "key"],
+        set_={"part": statement.excluded.part, "state": statement.excluded.state},
+    )
+
+
+class JobLedger:
+    """The ledger of job ``batch_id`` (see ``faithjudge.transport.batch.Ledger``)."""
+
+    def __init__(
+        self, writer: AsyncEngine, reader: AsyncEngine, batch_id: str, render: Render
+    ) -> None:
+        self._writer = writer
+        self._reader = reader
+        self._render = render
+        self.batch_id = batch_id
+        self.ledger_id = batch_id
+
+    # ----------------------------------------------------------------- staging
+
+    async def drop_unsealed(self) -> None:
+        """Forget the part a process died writing (its requests are staged again)."""
+        parts = provider_parts.c
+        await self._drop_parts(
+            select(parts.id).where(parts.batch_id == self.batch_id, parts.sealed == 0)
+        )
+
+    async def _drop_parts(self, part_ids: Any) -> None:
+        """Delete unsent parts: new requests go; a retry staged there waits for the next part."""
+        requests = provider_requests.c
+        mine = [requests.batch_id == self.batch_id, requests.part.in_(part_ids)]
+        async with self._writer.begin() as conn:
+            await conn.execute(delete(provider_requests).where(*mine, requests.tries == 0))
+            await conn.execute(update(provider_requests).where(*mine).values(state="retry"))
+            await conn.execute(delete(provider_parts).where(provider_parts.c.id.in_(part_ids)))
+
+    async def keys(self) -> set[str]:
+        """Every request this job's phase already holds (staged, sent, answered or failed)."""
+        query = select(provider_requests.c.key).where(provider_requests.c.batch_id == self.batch_id)
+        async with self._reader.connect() as conn:
+            return set((await conn.execute(query)).scalars())
+
+    async def settled(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` that any job's phase answered or failed for good."""
+        requests = provider_requests.c
+        found: set[str] = set()
+        async with self._reader.connect() as conn:
+            for start in range(0, len(keys), _ROWS_PER_INSERT):
+                chunk = keys[start : start + _ROWS_PER_INSERT]
+                query = select(requests.key).where(
+                    requests.key.in_(chunk), requests.state.in_(("answered", "failed"))
+                )
+                found.update((await conn.execute(query)).scalars())
+        return found
+
+    async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
+        """Answers already known (the response cache), so every replica can read them."""
+        if not answers:
+            return
+        rows = [
+            {
+                "batch_id": self.batch_id,
+                "key": key,
+                "state": "answered",
+                "answer": answer_to_json(response),
+            }
+            for key, response in answers
+        ]
+        async with self._writer.begin() as conn:
+            await conn.execute(insert(provider_requests), rows)
+
+    def writer(
+        self, *, max_lines: int = MAX_FILE_LINES, max_bytes: int = MAX_FILE_BYTES
+    ) -> JobPartWriter:
+        return JobPartWriter(self, PartLimits(max_lines, max_bytes))
+
+    async def _new_part(self) -> int:
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                insert(provider_parts).values(batch_id=self.batch_id).returning(provider_parts.c.id)
+            )
+            return int(result.scalar_one())
+
+    async def _write_requests(self, part: int, rows: list[tuple[str, int | None]]) -> None:
+        values = [
+            {"batch_id": self.batch_id, "key": key, "part": part, "state": "staged", "seq": seq}
+            for key, seq in rows
+        ]
+        async with self._writer.begin() as conn:
+            await conn.execute(_upsert(conn.dialect.name, values))
+
+    async def _seal(self, part: int, lines: int, size: int) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(sealed=1, lines=lines, bytes=size)
+            )
+
+    # ----------------------------------------------------------------- the Ledger protocol
+
+    async def parts(
+        self, *, submitted: bool | None = None, done: bool | None = None
+    ) -> list[dict[str, Any]]:
+        parts = provider_parts.c
+        query = select(
+            parts.id,
+            parts.lines,
+            parts.bytes,
+            parts.file_id,
+            parts.provider_batch_id,
+            parts.state,
+            parts.done,
+            parts.completed,
+            parts.failed,
+        ).where(parts.batch_id == self.batch_id, parts.sealed == 1)
+        if submitted is not None:
+            query = query.where(
+                parts.provider_batch_id.is_not(None)
+                if submitted
+                else parts.provider_batch_id.is_(None)
+            )
+        if done is not None:
+            query = query.where(parts.done == int(done))
+        async with self._reader.connect() as conn:
+            rows = (await conn.execute(query.order_by(parts.id))).all()
+        return [dict(zip(_PART_COLUMNS, row, strict=True)) for row in rows]
+
+    def _sources(self, *where: Any) -> Any:
+        """(key, line number, request line) of this job's requests matching ``where``."""
+        requests, lines = provider_requests.c, batch_lines.c
+        return (
+            select(requests.key, lines.line, lines.request)
+            .select_from(
+                provider_requests.join(
+                    batch_lines,
+                    and_(lines.batch_id == requests.batch_id, lines.seq == requests.seq),
+                )
+            )
+            .where(requests.batch_id == self.batch_id, *where)
+            .order_by(requests.seq, requests.key)
+        )
+
+    async def _rendered(self, *where: Any) -> AsyncIterator[tuple[str, bytes]]:
+        async with self._reader.connect() as conn:
+            result = await conn.stream(self._sources(*where))
+            async for chunk in result.partitions(_ROWS_PER_INSERT):
+                for key, line in self._render([tuple(row) for row in chunk]):
+                    yield key, line
+
+    @asynccontextmanager
+    async def open_part(self, part: dict[str, Any]) -> AsyncIterator[tuple[str, IO[bytes]]]:
+        # a part may be 200 MB: written to a real file, which the upload streams (a file-like
+        # object in memory would be read whole)
+        with tempfile.TemporaryFile() as handle:
+            async for _key, line in self._rendered(provider_requests.c.part == part["id"]):
+                handle.write(line)
+            handle.seek(0)
+            yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
+
+    async def set_file(self, part: int, file_id: str) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts).where(provider_parts.c.id == part).values(file_id=file_id)
+            )
+
+    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
+        requests = provider_requests.c
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(provider_batch_id=batch_id, state=state)
+            )
+            await conn.execute(
+                update(provider_requests)
+                .where(
+                    requests.batch_id == self.batch_id,
+                    requests.part == part,
+                    requests.state == "staged",
+                )
+                .values(state="submitted", tries=requests.tries + 1)
+            )
+
+    async def set_state(self, part: int, state: str, completed: int, failed: int) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(state=state, completed=completed, failed=failed)
+            )
+
+    async def finish_part(
+        self,
+        part: int,
+        outcomes: list[Outcome],
+        leftover: tuple[str, int | None, str] | None,
+        max_tries: int,
+        tokens: tuple[int, int],
+    ) -> None:
+        requests = provider_requests.c
+        state = bindparam("p_state", type_=String)
+        # a retry past the budget is final; the CASE keeps it one statement per request
+        values = {
+            "state": case(
+                (and_(state == "retry", requests.tries >= max_tries), "failed"), else_=state
+            ),
+            "status": bindparam("p_status", type_=Integer),
+            "error": bindparam("p_error", type_=Text),
+        }
+        submitted = [
+            requests.batch_id == self.batch_id,
+            requests.part == part,
+            requests.state == "submitted",
+        ]
+        by_key = (
+            update(provider_requests)
+            .where(*submitted, requests.key == bindparam("p_key"))
+            .values(**values, answer=bindparam("p_answer", type_=Text))
+        )
+        params = [
+            {
+                "p_key": key,
+                "p_state": outcome,
+                "p_status": status,
+                "p_error": error,
+                "p_answer": answer_to_json(answer) if answer is not None else None,
+            }
+            for key, outcome, status, error, answer in outcomes
+        ]
+        async with self._writer.begin() as conn:
+            for start in range(0, len(params), _ROWS_PER_INSERT):
+                await conn.execute(by_key, params[start : start + _ROWS_PER_INSERT])
+            if leftover is not None:
+                left_state, left_status, left_error = leftover
+                await conn.execute(
+                    update(provider_requests).where(*submitted).values(**values),
+                    {"p_state": left_state, "p_status": left_status, "p_error": left_error},
+                )
+            await conn.execute(
+                update(provider_parts)
+                .where(provider_parts.c.id == part)
+                .values(done=1, prompt_tokens=tokens[0], completion_tokens=tokens[1])
+            )
+
+    async def forget_unfinished(self, part: int) -> int:
+        requests = provider_requests.c
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                delete(provider_requests).where(
+                    requests.batch_id == self.batch_id,
+                    requests.part == part,
+                    requests.state.in_(("staged", "submitted")),
+                )
+            )
+            await conn.execute(
+                update(provider_parts).where(provider_parts.c.id == part).values(done=1)
+            )
+        return int(result.rowcount or 0)
+
+    async def retry_lines(self) -> AsyncIterator[tuple[str, bytes]]:
+        # streamed from one snapshot: the writer moving these rows to a new part meanwhile
+        # commits on another connection
+        async for key, line in self._rendered(provider_requests.c.state == "retry"):
+            yield key, line
+
+    # ----------------------------------------------------------------- summaries
+
+    async def counts(self) -> dict[str, int]:
+        requests = provider_requests.c
+        query = (
+            select(requests.state, func.count())
+            .where(requests.batch_id == self.batch_id)
+            .group_by(requests.state)
+        )
+        async with self._reader.connect() as conn:
+            return {state: int(n) for state, n in (await conn.execute(query)).all()}
+
+
+class JobPartWriter:
+    """Stages request lines into sealed parts of a ``JobLedger`` within the file limits."""
+
+    def __init__(self, ledger: JobLedger, limits: PartLimits) -> None:
+        self._ledger = ledger
+        self._limits = limits
+        self._part: int | None = None
+        self._buffer: list[tuple[str, int | None]] = []
+        self._seen: set[str] = set()
+        self._count = 0
+        self._size = 0
+        self.parts: list[int] = []
+
+    def holds(self, key: str) -> bool:
+        return key in self._seen
+
+    async def add(self, key: str, line: bytes, origin: int | None = None) -> None:
+        """Stage ``key`` (its Batch API ``line`` counts toward the part's limits); ``origin``,
+        the job line it comes from, is given for a new request and kept for one staged again."""
+        self._limits.check(line)
+        if self._limits.full(self._count, self._size, line):
+            await self.close_part()
+        if self._part is None:
+            self._part = await self._ledger._new_part()
+        self._buffer.append((key, origin))
+        self._seen.add(key)
+        self._count += 1
+        self._size += len(line)
+        if len(self._buffer) >= _ROWS_PER_INSERT:
+            await self._write()
+
+    async def _write(self) -> None:
+        if self._buffer and self._part is not None:
+            await self._ledger._write_requests(self._part, self._buffer)
+            self._buffer = []
+
+    async def close_part(self) -> None:
+        if self._part is None:
+            return
+        await self._write()
+        await self._ledger._seal(self._part, self._count, self._size)
+        self.parts.append(self._part)
+        self._part, self._seen, self._count, self._size = None, set(), 0, 0
+
+    async def abort(self) -> None:
+        if self._part is not None:
+            await self._ledger._drop_parts([self._part])
+            self._part, self._buffer = None, []

@@ -1,0 +1,150 @@
+"""Tables of the job store (SQLAlchemy Core; the Alembic migrations create them).
+
+Times are Unix seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare.
+Request lines are kept as the raw JSON text the client sent; results as ItemResult JSON text.
+Per-line outcome columns let the status of a batch be computed with one SQL aggregate.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "STAGE_COLUMNS",
+    "STATUS_COLUMNS",
+    "batch_lines",
+    "batches",
+    "metadata",
+    "provider_parts",
+    "provider_requests",
+]
+
+metadata = MetaData()
+
+STATUS_COLUMNS = {"valid": "n_valid", "abstained": "n_abstained", "invalid": "n_invalid"}
+STAGE_COLUMNS = {
+    stage: f"stage_{stage}"
+    for stage in ("parse", "schema", "evidence", "abstain", "transport", "kb", "input")
+}
+
+batches = Table(
+    "fj_batches",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant", String(200), nullable=False),
+    Column("name", String(200)),
+    # ingesting (not yet acknowledged), queued, running, completed, cancelled, failed
+    Column("status", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+    Column("total", Integer, nullable=False, server_default="0"),
+    Column("rejected_count", Integer, nullable=False, server_default="0"),
+    Column("rejections", Text, nullable=False, server_default="[]"),
+    Column("idempotency_key", String(200)),
+    Column("body_sha256", String(64)),
+    Column("detail", Text),
+    # the provider Batch API phase (openai-batch evaluator): workers score the lines only after
+    # it is done; one process at a time runs it, under a renewed lease
+    Column("provider_done_at", Float),
+    Column("provider_owner", String(64)),
+    Column("provider_lease_until", Float),
+    UniqueConstraint("tenant", "idempotency_key", name="uq_fj_batches_idempotency"),
+    Index("ix_fj_batches_tenant_created", "tenant", "created_at", "id"),
+    Index("ix_fj_batches_status", "status"),
+)
+
+batch_lines = Table(
+    "fj_batch_lines",
+    metadata,
+    Column(
+        "batch_id",
+        String(40),
+        ForeignKey("fj_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("line", Integer, nullable=False),
+    Column("request", Text, nullable=False),
+    Column("state", SmallInteger, nullable=False, server_default="0"),
+    Column("owner", String(64)),
+    Column("lease_until", Float),
+    Column("result", Text),
+    Column("done_at", Float),
+    Column("is_error", SmallInteger, nullable=False, server_default="0"),
+    *(
+        Column(name, SmallInteger, nullable=False, server_default="0")
+        for name in STATUS_COLUMNS.values()
+    ),
+    *(
+        Column(name, SmallInteger, nullable=False, server_default="0")
+        for name in STAGE_COLUMNS.values()
+    ),
+    Index("ix_fj_batch_lines_todo", "batch_id", "state", "seq"),
+    Index("ix_fj_batch_lines_owner", "owner", "state"),
+)
+
+
+def _job() -> Column[str]:
+    return Column(
+        "batch_id", String(40), ForeignKey("fj_batches.id", ondelete="CASCADE"), nullable=False
+    )
+
+
+provider_parts = Table(
+    "fj_provider_parts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    _job(),
+    Column("lines", Integer, nullable=False, server_default="0"),
+    Column("bytes", BigInteger, nullable=False, server_default="0"),
+    # a part is sealed once all its requests are written; an unsealed one died while staging
+    Column("sealed", SmallInteger, nullable=False, server_default="0"),
+    Column("file_id", String(200)),
+    Column("provider_batch_id", String(200)),
+    Column("state", String(16), nullable=False, server_default="staged"),
+    Column("done", SmallInteger, nullable=False, server_default="0"),
+    Column("completed", Integer, nullable=False, server_default="0"),
+    Column("failed", Integer, nullable=False, server_default="0"),
+    Column("prompt_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("completion_tokens", BigInteger, nullable=False, server_default="0"),
+    Index("ix_fj_provider_parts_job", "batch_id", "done"),
+)
+"""The parts of a job's provider phase: one uploaded file and one provider batch each."""
+
+provider_requests = Table(
+    "fj_provider_requests",
+    metadata,
+    _job(),
+    Column("key", String(64), nullable=False),
+    Column("part", Integer),
+    Column("tries", Integer, nullable=False, server_default="0"),
+    # staged, submitted, retry, answered, failed (``faithjudge.transport.batch.Ledger``)
+    Column("state", String(16), nullable=False),
+    Column("status", Integer),
+    Column("error", Text),
+    # the job's line the request comes from: its Batch API line is rebuilt from that line when
+    # a part is uploaded, not stored (~10 KB a request)
+    Column("seq", Integer),
+    Column("answer", Text),
+    PrimaryKeyConstraint("batch_id", "key"),
+    Index("ix_fj_provider_requests_key", "key", "state"),
+    Index("ix_fj_provider_requests_part", "batch_id", "part", "state"),
+)
+"""Each judge request of a job's provider phase: where it comes from, and its answer or failure
+(kept here, not only in one process's response cache, so any replica can score the lines)."""

@@ -1,0 +1,802 @@
+"""The job store: batches and their lines in SQLite (embedded default) or PostgreSQL.
+
+SQLite runs in WAL mode with one writer connection that opens every write transaction with
+``BEGIN IMMEDIATE`` (no lock-upgrade deadlocks) and a separate pool of readers. PostgreSQL lets
+several replicas share the work: lines are claimed with ``FOR UPDATE SKIP LOCKED`` and held by a
+lease that the claiming process renews; a replica that dies leaves lines that another takes over
+once their lease has run out.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+import orjson
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    case,
+    delete,
+    event,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from faithjudge.jobs.interface import (
+    ACTIVE_STATES,
+    DONE,
+    LEASED,
+    PENDING,
+    RECENT_S,
+    BatchRow,
+    ClaimedLine,
+    DoneLine,
+    IdempotencyConflict,
+    LineCounts,
+    StoreUnavailable,
+)
+from faithjudge.jobs.provider_ledger import JobLedger, Render, answer_from_json
+from faithjudge.jobs.schema import (
+    STAGE_COLUMNS,
+    STATUS_COLUMNS,
+    batch_lines,
+    batches,
+    provider_requests,
+)
+from faithjudge.private_files import private_file
+from faithjudge.transport.base import JudgeResponse
+
+__all__ = ["SqlJobStore", "new_batch_id"]
+
+# a batch still uploading holds a slot of its tenant, too
+_OCCUPYING_STATES = ("ingesting", "queued", "running")
+# an upload that has not written for this long died with its process
+_STALE_INGEST_S = 600.0
+
+
+def new_batch_id() -> str:
+    return f"b_{uuid.uuid4().hex}"
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A failure of the connection to the database, not of the statement or of our code."""
+    if isinstance(exc, OperationalError | InterfaceError | PoolTimeout):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, OSError | TimeoutError):
+        return True
+    # asyncpg's own connection errors, when they reach us unwrapped
+    return type(exc).__module__.startswith("asyncpg") and "Connection" in type(exc).__name__
+
+
+def _shielded(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Let a store call finish even if its caller is cancelled; name an unreachable database.
+
+    A statement cut off by cancellation invalidates its pooled connection, and closing an
+    aiosqlite connection from a cancelled task can hang; every call here is short, so it runs to
+    the end and the cancellation takes effect right after. A lost or refused connection comes
+    out as ``StoreUnavailable`` with its cause, which the API turns into a 503.
+    """
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with anyio.CancelScope(shield=True):
+            try:
+                return await method(*args, **kwargs)
+            except Exception as exc:
+                if not _unreachable(exc):
+                    raise
+                cause = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+                raise StoreUnavailable(
+                    f"the job store is unreachable ({type(exc).__name__}: {cause})"
+                ) from exc
+        raise AssertionError("unreachable")  # the shield never swallows: here for the checker
+
+    return wrapper
+
+
+def _row(mapping: Any) -> BatchRow:
+    return BatchRow(**{name: mapping[name] for name in BatchRow.__slots__})
+
+
+class SqlJobStore:
+    """The job store on SQLite or PostgreSQL (SQLAlchemy Core); ``open_job_store`` builds it."""
+
+    def __init__(self, writer: AsyncEngine, reader: AsyncEngine, *, embedded: bool) -> None:
+        self._writer = writer
+        self._reader = reader
+        self.embedded = embedded
+        """True for SQLite: one process owns the store, so leases found at start-up are stale."""
+        self._file: tuple[str, int, int] | None = None
+        """SQLite: the database file opened (path, device, inode)."""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls, url: str, *, schema: str | None = None, migrate: bool = True
+    ) -> SqlJobStore:
+        """Connect, and bring the schema up to date (Alembic) unless ``migrate`` is False.
+
+        ``schema`` (PostgreSQL) puts every table in that schema, which must exist.
+        """
+        if url.startswith("sqlite"):
+            path = url.split(":///", 1)[1] if ":///" in url else ""
+            if path and path != ":memory:":
+                private_file(path)  # every tenant's CoTs: 0600, and its WAL/SHM files with it
+            writer = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=120)
+            reader = create_async_engine(url, pool_size=4, max_overflow=4)
+            _sqlite_setup(writer, immediate=True)
+            _sqlite_setup(reader, immediate=False)
+            store = cls(writer, reader, embedded=True)
+            if path and path != ":memory:":
+                opened = os.stat(path)
+                store._file = (path, opened.st_dev, opened.st_ino)
+        elif url.startswith("postgresql"):
+            connect_args: dict[str, Any] = {}
+            if schema:
+                connect_args["server_settings"] = {"search_path": schema}
+            writer = create_async_engine(
+                url, pool_size=10, max_overflow=10, pool_pre_ping=True, connect_args=connect_args
+            )
+            store = cls(writer, writer, embedded=False)
+        else:
+            raise ValueError(
+                "database URL must start with sqlite+aiosqlite:// or postgresql+asyncpg://"
+            )
+        if migrate:
+            try:
+                await store.migrate()
+            except BaseException:
+                await store.close()
+                raise
+        return store
+
+    async def migrate(self) -> None:
+        """Upgrade the schema to the newest Alembic revision (serialized across replicas)."""
+        async with self._writer.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # several replicas may start at once: one migrates, the others wait
+                await conn.execute(text("SELECT pg_advisory_xact_lock(74656921)"))
+            await conn.run_sync(_upgrade)
+
+    async def close(self) -> None:
+        await self._writer.dispose()
+        if self._reader is not self._writer:
+            await self._reader.dispose()
+
+    @_shielded
+    async def ping(self) -> None:
+        self._check_file()
+        async with self._reader.connect() as conn:
+            await conn.execute(select(1))
+
+    def _check_file(self) -> None:
+        """SQLite: refuse to go on once the file opened is no longer the one at its path.
+
+        Connections keep writing to a removed file's inode, and a restart opens whatever is at
+        the path: everything accepted in between would be lost without a word.
+        """
+        if self._file is None:
+            return
+        path, device, inode = self._file
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (device, inode):
+            raise StoreUnavailable(
+                f"the job store's file {path} was removed or replaced while the service ran; "
+                "restart the service to open the file at that path"
+            )
+
+    # ------------------------------------------------------------------ ingest
+
+    @_shielded
+    async def begin_batch(
+        self, *, tenant: str, name: str | None, idempotency_key: str | None
+    ) -> BatchRow:
+        """Create a batch in state ``ingesting`` (invisible to workers until ``finish_ingest``)."""
+        self._check_file()
+        now = time.time()
+        batch_id = new_batch_id()
+        values: dict[str, Any] = {
+            "id": batch_id,
+            "tenant": tenant,
+            "name": name,
+            "status": "ingesting",
+            "created_at": now,
+            "updated_at": now,
+            "idempotency_key": idempotency_key,
+        }
+        try:
+            async with self._writer.begin() as conn:
+                await conn.execute(insert(batches).values(values))
+        except IntegrityError as exc:
+            raise IdempotencyConflict(idempotency_key) from exc
+        row = await self.get_batch(tenant, batch_id)
+        assert row is not None
+        return row
+
+    @_shielded
+    async def add_lines(self, batch_id: str, rows: Sequence[tuple[int, int, str]]) -> None:
+        """Persist accepted lines ``(seq, line, raw_json)`` in one transaction."""
+        if not rows:
+            return
+        params = [{"batch_id": batch_id, "seq": s, "line": n, "request": raw} for s, n, raw in rows]
+        async with self._writer.begin() as conn:
+            await conn.execute(insert(batch_lines), params)
+            await conn.execute(
+                update(batches).where(batches.c.id == batch_id).values(updated_at=time.time())
+            )
+
+    @_shielded
+    async def finish_ingest(
+        self, batch_id: str, *, total: int, rejections: list[dict[str, Any]], body_sha256: str
+    ) -> BatchRow:
+        """Hand an uploaded batch to the workers (``queued``)."""
+        self._check_file()  # the 202 promises the lines are kept
+        now = time.time()
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id)
+                .values(
+                    status="queued",
+                    total=total,
+                    rejected_count=len(rejections),
+                    rejections=orjson.dumps(rejections).decode(),
+                    body_sha256=body_sha256,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            found = (
+                (await conn.execute(select(batches).where(batches.c.id == batch_id)))
+                .mappings()
+                .one()
+            )
+        return _row(found)
+
+    @_shielded
+    async def discard_batch(self, batch_id: str) -> None:
+        """Remove a batch whose upload failed (it was never acknowledged)."""
+        async with self._writer.begin() as conn:
+            await conn.execute(delete(batch_lines).where(batch_lines.c.batch_id == batch_id))
+            await conn.execute(delete(batches).where(batches.c.id == batch_id))
+
+    @_shielded
+    async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None:
+        async with self._reader.connect() as conn:
+            found = (
+                (
+                    await conn.execute(
+                        select(batches).where(
+                            batches.c.tenant == tenant, batches.c.idempotency_key == key
+                        )
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return _row(found) if found is not None else None
+
+    @_shielded
+    async def count_occupying(self, tenant: str) -> int:
+        """Batches of ``tenant`` uploading, queued or running."""
+        async with self._reader.connect() as conn:
+            return int(
+                await conn.scalar(
+                    select(func.count())
+                    .select_from(batches)
+                    .where(batches.c.tenant == tenant, batches.c.status.in_(_OCCUPYING_STATES))
+                )
+                or 0
+            )
+
+    # ------------------------------------------------------------------ reading
+
+    @_shielded
+    async def get_batch(self, tenant: str, batch_id: str) -> BatchRow | None:
+        """The batch if it exists, belongs to ``tenant`` and finished uploading."""
+        async with self._reader.connect() as conn:
+            found = (
+                (
+                    await conn.execute(
+                        select(batches).where(batches.c.id == batch_id, batches.c.tenant == tenant)
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return _row(found) if found is not None else None
+
+    @_shielded
+    async def line_counts(self, batch_id: str) -> LineCounts:
+        lines = batch_lines.c
+        now = time.time()
+        columns = [
+            func.sum(case((lines.state == DONE, 1), else_=0)),
+            func.sum(lines.is_error),
+            func.sum(case((lines.done_at >= now - RECENT_S, 1), else_=0)),
+            func.min(lines.done_at),
+            *(func.sum(lines[c]) for c in STATUS_COLUMNS.values()),
+            *(func.sum(lines[c]) for c in STAGE_COLUMNS.values()),
+        ]
+        async with self._reader.connect() as conn:
+            row = (await conn.execute(select(*columns).where(lines.batch_id == batch_id))).one()
+        done, errors, recent, first = row[0], row[1], row[2], row[3]
+        values = [int(v or 0) for v in row[4:]]
+        statuses = dict(zip(STATUS_COLUMNS, values[: len(STATUS_COLUMNS)], strict=True))
+        stages = dict(zip(STAGE_COLUMNS, values[len(STATUS_COLUMNS) :], strict=True))
+        return LineCounts(
+            done=int(done or 0),
+            statuses=statuses,
+            stages=stages,
+            errors=int(errors or 0),
+            recent_done=int(recent or 0),
+            first_done_at=first,
+        )
+
+    @_shielded
+    async def list_batches(
+        self, tenant: str, *, limit: int, before: tuple[float, str] | None
+    ) -> list[BatchRow]:
+        """The tenant's batches, newest first, strictly after the ``before`` keyset position."""
+        query = select(batches).where(batches.c.tenant == tenant, batches.c.status != "ingesting")
+        if before is not None:
+            created, bid = before
+            query = query.where(
+                or_(
+                    batches.c.created_at < created,
+                    and_(batches.c.created_at == created, batches.c.id < bid),
+                )
+            )
+        query = query.order_by(batches.c.created_at.desc(), batches.c.id.desc()).limit(limit)
+        async with self._reader.connect() as conn:
+            return [_row(r) for r in (await conn.execute(query)).mappings()]
+
+    @_shielded
+    async def results_page(
+        self, batch_id: str, *, start: int, limit: int, with_line: bool = False
+    ) -> list[Any]:
+        """``(seq, state, result)`` of lines ``seq >= start`` in order, at most ``limit``; with
+        ``with_line``, ``(seq, state, result, line)``."""
+        lines = batch_lines.c
+        columns = [lines.seq, lines.state, lines.result] + ([lines.line] if with_line else [])
+        query = (
+            select(*columns)
+            .where(lines.batch_id == batch_id, lines.seq >= start)
+            .order_by(lines.seq)
+            .limit(limit)
+        )
+        async with self._reader.connect() as conn:
+            return [tuple(r) for r in await conn.execute(query)]
+
+    @_shielded
+    async def line_number(self, batch_id: str, seq: int) -> int:
+        """The upload line number of accepted line ``seq``."""
+        query = select(batch_lines.c.line).where(
+            batch_lines.c.batch_id == batch_id, batch_lines.c.seq == seq
+        )
+        async with self._reader.connect() as conn:
+            line = await conn.scalar(query)
+        if line is None:
+            raise LookupError(f"batch {batch_id} has no line {seq}")
+        return int(line)
+
+    @_shielded
+    async def queue_depth(self) -> int:
+        """Lines waiting or in progress in queued and running batches."""
+        query = (
+            select(func.count())
+            .select_from(batch_lines.join(batches, batches.c.id == batch_lines.c.batch_id))
+            .where(batches.c.status.in_(ACTIVE_STATES), batch_lines.c.state != DONE)
+        )
+        async with self._reader.connect() as conn:
+            return int(await conn.scalar(query) or 0)
+
+    # ------------------------------------------------------------------ control
+
+    @_shielded
+    async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None:
+        now = time.time()
+        async with self._writer.begin() as conn:
+            cancelled = await conn.execute(
+                update(batches)
+                .where(
+                    batches.c.id == batch_id,
+                    batches.c.tenant == tenant,
+                    batches.c.status.in_(ACTIVE_STATES),
+                )
+                .values(status="cancelled", updated_at=now, finished_at=now)
+            )
+            if cancelled.rowcount:
+                # leases end with the batch, so results in flight are not written: a cancel is
+                # final, and the counts stop where it found them
+                await conn.execute(
+                    update(batch_lines)
+                    .where(batch_lines.c.batch_id == batch_id, batch_lines.c.state == LEASED)
+                    .values(state=PENDING, owner=None, lease_until=None)
+                )
+        return await self.get_batch(tenant, batch_id)
+
+    # ------------------------------------------------------------------ workers
+
+    @_shielded
+    async def recover(self) -> None:
+        """Start-up repair: forget uploads that died; on SQLite, free every lease at once.
+
+        A SQLite store belongs to one process, so leases found when it starts belong to a
+        process that is gone; on PostgreSQL other replicas may be alive, so leases expire.
+        """
+        stale_before = time.time() - (0 if self.embedded else _STALE_INGEST_S)
+        async with self._writer.begin() as conn:
+            dead = select(batches.c.id).where(
+                batches.c.status == "ingesting", batches.c.updated_at <= stale_before
+            )
+            await conn.execute(delete(batch_lines).where(batch_lines.c.batch_id.in_(dead)))
+            await conn.execute(
+                delete(batches).where(
+                    batches.c.status == "ingesting", batches.c.updated_at <= stale_before
+                )
+            )
+            if self.embedded:
+                await conn.execute(
+                    update(batch_lines)
+                    .where(batch_lines.c.state == LEASED)
+                    .values(state=PENDING, owner=None, lease_until=None)
+                )
+                await conn.execute(
+                    update(batches)
+                    .where(batches.c.provider_owner.is_not(None))
+                    .values(provider_owner=None, provider_lease_until=None)
+                )
+
+    @_shielded
+    async def active_batch_ids(self, limit: int = 32, *, provider_done: bool = False) -> list[str]:
+        query = select(batches.c.id).where(batches.c.status.in_(ACTIVE_STATES))
+        if provider_done:
+            query = query.where(batches.c.provider_done_at.is_not(None))
+        query = query.order_by(batches.c.created_at, batches.c.id).limit(limit)
+        async with self._reader.connect() as conn:
+            return [r[0] for r in await conn.execute(query)]
+
+    @_shielded
+    async def claim(
+        self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
+    ) -> list[ClaimedLine]:
+        """Lease up to ``limit`` lines that are pending or whose lease ran out, oldest first."""
+        self._check_file()
+        claimed: list[ClaimedLine] = []
+        lines = batch_lines.c
+        for batch_id in batch_ids:
+            want = limit - len(claimed)
+            if want <= 0:
+                break
+            now = time.time()
+            todo = (
+                select(lines.seq)
+                .where(
+                    lines.batch_id == batch_id,
+                    or_(
+                        lines.state == PENDING,
+                        and_(lines.state == LEASED, lines.lease_until < now),
+                    ),
+                )
+                .order_by(lines.seq)
+                .limit(want)
+                .with_for_update(skip_locked=True)
+            )
+            async with self._writer.begin() as conn:
+                # only batches still active: a cancel between listing and claiming wins
+                active = await conn.scalar(select(batches.c.status).where(batches.c.id == batch_id))
+                if active not in ACTIVE_STATES:
+                    continue
+                # two statements, not UPDATE ... IN (subquery): PostgreSQL may run a LIMITed
+                # SKIP LOCKED subquery more than once and so lease more lines than asked for
+                seqs = list((await conn.execute(todo)).scalars())
+                rows: Sequence[Any] = []
+                if seqs:
+                    rows = (
+                        await conn.execute(
+                            update(batch_lines)
+                            .where(lines.batch_id == batch_id, lines.seq.in_(seqs))
+                            .values(state=LEASED, owner=owner, lease_until=now + lease_s)
+                            .returning(lines.seq, lines.line, lines.request)
+                        )
+                    ).all()
+                if rows and active == "queued":
+                    await conn.execute(
+                        update(batches)
+                        .where(batches.c.id == batch_id, batches.c.status == "queued")
+                        .values(
+                            status="running",
+                            started_at=func.coalesce(batches.c.started_at, now),
+                            updated_at=now,
+                        )
+                    )
+            claimed.extend(ClaimedLine(batch_id, r[0], r[1], r[2]) for r in rows)
+        claimed.sort(key=lambda c: (c.batch_id, c.seq))
+        return claimed
+
+    @_shielded
+    async def renew(self, owner: str, *, lease_s: float) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batch_lines)
+                .where(batch_lines.c.owner == owner, batch_lines.c.state == LEASED)
+                .values(lease_until=time.time() + lease_s)
+            )
+
+    @_shielded
+    async def release(self, owner: str) -> None:
+        """Give back every line and provider phase ``owner`` holds (a clean shutdown)."""
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batch_lines)
+                .where(batch_lines.c.owner == owner, batch_lines.c.state == LEASED)
+                .values(state=PENDING, owner=None, lease_until=None)
+            )
+            await conn.execute(
+                update(batches)
+                .where(batches.c.provider_owner == owner)
+                .values(provider_owner=None, provider_lease_until=None)
+            )
+
+    @_shielded
+    async def complete(self, owner: str, done: Sequence[DoneLine]) -> None:
+        """Write results in one transaction; a line whose lease was taken over is not written.
+
+        Then mark each touched batch ``completed`` once none of its lines is left.
+        """
+        if not done:
+            return
+        self._check_file()
+        now = time.time()
+        lines = batch_lines.c
+        values: dict[str, Any] = {
+            "state": DONE,
+            "result": bindparam("p_result"),
+            "done_at": now,
+            "lease_until": None,
+            "is_error": bindparam("p_is_error"),
+        }
+        for column in (*STATUS_COLUMNS.values(), *STAGE_COLUMNS.values()):
+            values[column] = bindparam(f"p_{column}")
+        statement = (
+            update(batch_lines)
+            .where(
+                lines.batch_id == bindparam("p_batch"),
+                lines.seq == bindparam("p_seq"),
+                lines.owner == owner,
+                lines.state == LEASED,
+            )
+            .values(values)
+        )
+        params = []
+        for item in done:
+            row = {
+                "p_batch": item.batch_id,
+                "p_seq": item.seq,
+                "p_result": item.result.decode(),
+                "p_is_error": item.is_error,
+            }
+            for status, column in STATUS_COLUMNS.items():
+                row[f"p_{column}"] = item.statuses.get(status, 0)
+            for stage, column in STAGE_COLUMNS.items():
+                row[f"p_{column}"] = item.stages.get(stage, 0)
+            params.append(row)
+        touched = sorted({item.batch_id for item in done})
+        async with self._writer.begin() as conn:
+            await conn.execute(statement, params)
+            for batch_id in touched:
+                left = exists().where(lines.batch_id == batch_id, lines.state != DONE)
+                await conn.execute(
+                    update(batches)
+                    .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES))
+                    .values(
+                        status=case((left, batches.c.status), else_="completed"),
+                        finished_at=case((left, None), else_=now),
+                        updated_at=now,
+                    )
+                )
+
+    # ------------------------------------------------------------------ the provider phase
+
+    def provider_ledger(self, batch_id: str, render: Render) -> JobLedger:
+        """The Batch API ledger of job ``batch_id`` (``faithjudge.transport.batch.Ledger``);
+        ``render`` rebuilds request lines from the job's lines."""
+        return JobLedger(self._writer, self._reader, batch_id, render)
+
+    @_shielded
+    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None:
+        """Lease the provider phase of the oldest active job that still needs one."""
+        now = time.time()
+        free = or_(batches.c.provider_owner.is_(None), batches.c.provider_lease_until < now)
+        todo = (
+            select(batches.c.id)
+            .where(batches.c.status.in_(ACTIVE_STATES), batches.c.provider_done_at.is_(None), free)
+            .order_by(batches.c.created_at, batches.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        async with self._writer.begin() as conn:
+            batch_id = await conn.scalar(todo)
+            if batch_id is None:
+                return None
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id)
+                .values(
+                    provider_owner=owner,
+                    provider_lease_until=now + lease_s,
+                    status="running",
+                    started_at=func.coalesce(batches.c.started_at, now),
+                    updated_at=now,
+                )
+            )
+        return str(batch_id)
+
+    @_shielded
+    async def renew_provider_phase(
+        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+    ) -> str:
+        """Extend the lease: ``held``; ``ended`` when the job is no longer active (cancelled);
+        ``taken`` when another process holds the phase now."""
+        values: dict[str, Any] = {"provider_lease_until": time.time() + lease_s}
+        if detail is not None:
+            values["detail"] = detail
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                update(batches)
+                .where(
+                    batches.c.id == batch_id,
+                    batches.c.provider_owner == owner,
+                    batches.c.status.in_(ACTIVE_STATES),
+                )
+                .values(values)
+            )
+            if result.rowcount:
+                return "held"
+            status = await conn.scalar(select(batches.c.status).where(batches.c.id == batch_id))
+        return "taken" if status in ACTIVE_STATES else "ended"
+
+    @_shielded
+    async def end_provider_phase(
+        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+    ) -> None:
+        """Give the phase back: ``done`` lets the workers score the lines, else it is retried.
+
+        ``detail`` (shown in the job's status) says how it went.
+        """
+        now = time.time()
+        values: dict[str, Any] = {
+            "provider_owner": None,
+            "provider_lease_until": None,
+            "detail": detail,
+            "updated_at": now,
+        }
+        if done:
+            values["provider_done_at"] = now
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id, batches.c.provider_owner == owner)
+                .values(values)
+            )
+
+    @_shielded
+    async def fail_batch(self, batch_id: str, detail: str) -> None:
+        """End an active job as ``failed`` with the reason, keeping what was scored."""
+        now = time.time()
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES))
+                .values(
+                    status="failed",
+                    detail=detail,
+                    finished_at=now,
+                    updated_at=now,
+                    provider_owner=None,
+                    provider_lease_until=None,
+                )
+            )
+
+    @_shielded
+    async def unscored_requests(
+        self, batch_id: str, *, after: int, limit: int
+    ) -> list[tuple[int, int, str]]:
+        """``(seq, line, request)`` of lines not yet scored with ``seq > after``, in order."""
+        lines = batch_lines.c
+        query = (
+            select(lines.seq, lines.line, lines.request)
+            .where(lines.batch_id == batch_id, lines.seq > after, lines.state != DONE)
+            .order_by(lines.seq)
+            .limit(limit)
+        )
+        async with self._reader.connect() as conn:
+            return [(int(s), int(n), str(r)) for s, n, r in await conn.execute(query)]
+
+    @_shielded
+    async def answer_of(self, key: str) -> JudgeResponse | None:
+        """The provider phase's answer to the judge request ``key``, from any job."""
+        requests = provider_requests.c
+        query = (
+            select(requests.answer)
+            .where(requests.key == key, requests.state == "answered")
+            .limit(1)
+        )
+        async with self._reader.connect() as conn:
+            text_ = await conn.scalar(query)
+        return answer_from_json(text_) if text_ is not None else None
+
+    @_shielded
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
+        """(tries, status, message) of the request ``key`` that failed for good."""
+        requests = provider_requests.c
+        query = (
+            select(requests.tries, requests.status, requests.error)
+            .where(requests.key == key, requests.state == "failed")
+            .order_by(requests.tries.desc())
+            .limit(1)
+        )
+        async with self._reader.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            return None
+        return int(row[0]), row[1], row[2] or "the request failed"
+
+
+# ---------------------------------------------------------------------- engine plumbing
+
+
+def _sqlite_setup(engine: AsyncEngine, *, immediate: bool) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # take transaction control from the driver so that BEGIN is ours to choose
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _upgrade(connection: Connection) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

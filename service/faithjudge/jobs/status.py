@@ -1,0 +1,63 @@
+"""A batch's status (counts, progress, ETA) from its row and the aggregate over its lines."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from faithjudge_client.bodies import TERMINAL_STATES, BatchStatus
+
+from faithjudge.jobs.interface import RECENT_S, BatchRow, JobStore, LineCounts
+from faithjudge.scoring.outcomes import unjudged_reason
+
+__all__ = ["batch_status", "build_status"]
+
+
+def _eta(row: BatchRow, counts: LineCounts, pending: int, now: float) -> float | None:
+    if row.status in TERMINAL_STATES:
+        return None
+    if pending == 0:
+        return 0.0
+    # recent throughput when the batch has run long enough; else the average since it started
+    rate = 0.0
+    if counts.first_done_at is not None and now - counts.first_done_at >= RECENT_S:
+        rate = counts.recent_done / RECENT_S
+    elif row.started_at is not None and counts.done > 0:
+        rate = counts.done / max(now - row.started_at, 1e-3)
+    return round(pending / rate, 1) if rate > 0 else None
+
+
+def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None) -> BatchStatus:
+    now = time.time() if now is None else now
+    pending = 0 if row.status in TERMINAL_STATES else max(row.total - counts.done, 0)
+    statuses = {k: v for k, v in counts.statuses.items() if v}
+    statuses["error"] = counts.errors
+    return BatchStatus(
+        id=row.id,
+        name=row.name,
+        status=row.status,  # type: ignore[arg-type]
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        updated_at=datetime.fromtimestamp(row.updated_at, UTC),
+        total=row.total,
+        done=counts.done,
+        pending=pending,
+        counts=statuses,
+        failure_stages={k: v for k, v in counts.stages.items() if v},
+        progress=min(1.0, counts.done / row.total) if row.total else 1.0,
+        eta_seconds=_eta(row, counts, pending, now),
+        rejected=row.rejected_count,
+        detail=row.detail or _unjudged(row, counts),
+    )
+
+
+def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:
+    """A completed batch whose every grade failed before the judge (a dead judge URL, a KB
+    without its questions) says so: its status alone would read as a success."""
+    if row.status != "completed":
+        return None
+    why = unjudged_reason(counts.statuses, counts.stages)
+    return None if why is None else f"completed, but {why}"
+
+
+async def batch_status(store: JobStore, row: BatchRow) -> BatchStatus:
+    return build_status(row, await store.line_counts(row.id))

@@ -1,0 +1,378 @@
+"""The CI gate: thresholds from a TOML file, checked against one run (and a baseline).
+
+Config (percentages in %): every key is optional, but a config must set at least one check
+(a key of [quality], [coverage] or [regression]); one that sets none is a configuration error,
+because a gate that checks nothing must not pass. Only the keys present are checked::
+
+    [gate]
+    bootstrap = 1000     # resamples of the percentile bootstrap
+    seed = 0
+    flip_rate = "pairs"  # or "decided": flipped over the pairs whose flip was decided
+    [quality]            # on the whole run, point estimates (each model separately)
+    min_accuracy = 30.0
+    min_cf = 30.0
+    min_ca = 1.0
+    min_cc = 25.0
+    max_flip_rate = 50.0
+    [coverage]           # METHODS §1.11: judged on the exact one-sided 95% upper bound
+    max_invalid = 2.0
+    max_abstain = 2.0
+    max_parse = 0.0      # 0 means: no parse failure at all
+    max_schema = 1.0
+    max_evidence = 1.0
+    max_not_judged = 2.0 # items that never reached the judge (kb, transport, input);
+                         # absent: 0, no item may miss the judge (a run that lost lines fails)
+    max_fpr_sham = 5.0
+    scopes = ["CF", "CA", "CC", "macro"]
+    [regression]         # against --baseline: tolerated worsening in % points
+    max_drop_cf = 2.0
+    max_drop_ca = 2.0
+    max_drop_cc = 2.0
+    max_drop_accuracy = 2.0
+    max_rise_flip_rate = 2.0
+
+A coverage gate is judged on the Clopper-Pearson upper bound of its failure count, never on a
+bootstrap of it: 0 failures in 5 items bound the rate at 45%, so a handful of items cannot pass
+a 2% gate; the check's detail says how many items a pass would need.
+
+The not-judged check is the one check that runs without its key: items that never reached the
+judge (a lost line, a transport error, a KB gap) are bounded at ``DEFAULT_MAX_NOT_JUDGED`` (0:
+none at all) on the configured scopes unless ``max_not_judged`` says otherwise, so that a run
+that lost half its lines never passes. A regression is checked only for the statistics whose
+``max_drop_``/``max_rise_`` key is present, at that key's tolerance.
+
+Exit codes (``faithjudge.cli.common.ExitCode``): 0 pass; 1 a quality or regression check failed;
+2 a coverage check failed (it wins over 1, because quality numbers on a badly covered run mean
+little); 3 the run could not be evaluated (raised as ``GateConfigError`` or by the reader, and
+handled by the CLI; a baseline that shares no item with the run, a config that sets no check);
+4 the run holds no result line or not one judged grade. ``unevaluable_reason`` and
+``unshared_reason`` are the rules for 4 and 3 that ``faithjudge report`` applies as well.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from faithjudge_client.metric_catalogue import headline_scopes, higher_is_better, labels
+
+from faithjudge.agreement.judge_coverage import GateThresholds, gated_scopes
+from faithjudge.errors import FaithJudgeError
+from faithjudge.exit_codes import ExitCode
+from faithjudge.reports.report import Report
+from faithjudge.reports.run_coverage import run_gates
+from faithjudge.scoring.outcomes import JUDGED
+
+__all__ = [
+    "DEFAULT_MAX_NOT_JUDGED",
+    "Check",
+    "GateConfig",
+    "GateConfigError",
+    "configured_kinds",
+    "evaluate",
+    "exit_code",
+    "failed_kinds",
+    "load_config",
+    "parse_config",
+    "regression_tolerance",
+    "unevaluable_reason",
+    "unshared_reason",
+]
+
+# The not-judged limit (in %) when [coverage] has no max_not_judged: no item may miss the judge.
+DEFAULT_MAX_NOT_JUDGED = 0.0
+
+# The order in which a verdict names the failed kinds: coverage decides the exit code first.
+_KINDS = ("coverage", "quality", "regression")
+
+
+def _quality_keys() -> dict[str, str]:
+    # one bound per headline scope: min_cf for a higher-is-better score, max_ otherwise
+    return {
+        "min_accuracy": "accuracy",
+        **{f"{'min' if higher_is_better(s) else 'max'}_{s.lower()}": s for s in headline_scopes()},
+        "max_flip_rate": "flip_rate",
+    }
+
+
+_COVERAGE = {
+    "max_invalid": "invalid", "max_abstain": "abstain", "max_parse": "parse",
+    "max_schema": "schema", "max_evidence": "evidence", "max_not_judged": "not_judged",
+    "max_fpr_sham": "fpr_sham",
+}  # fmt: skip
+
+
+def _regression_keys() -> dict[str, str]:
+    return {
+        "max_drop_accuracy": "accuracy",
+        **{
+            f"{'max_drop' if higher_is_better(s) else 'max_rise'}_{s.lower()}": s
+            for s in headline_scopes()
+        },
+        "max_rise_flip_rate": "flip_rate",
+    }
+
+
+def _sections() -> dict[str, set[str]]:
+    return {
+        "gate": {"bootstrap", "seed", "flip_rate"},
+        "quality": set(_quality_keys()),
+        "coverage": {*_COVERAGE, "scopes"},
+        "regression": set(_regression_keys()),
+    }
+
+
+class GateConfigError(FaithJudgeError):
+    """The gate configuration is unreadable or invalid."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Parsed thresholds; a None or missing threshold is not checked (except not-judged items,
+    bounded at ``DEFAULT_MAX_NOT_JUDGED`` without ``max_not_judged``)."""
+
+    bootstrap: int = 1000
+    seed: int = 0
+    flip_rate: str = "pairs"
+    quality: dict[str, float] | None = None
+    coverage: dict[str, float] | None = None
+    scopes: tuple[str, ...] = field(default_factory=gated_scopes)
+    regression: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One checked threshold; ``passed`` None means it could not be evaluated."""
+
+    kind: str  # quality, coverage or regression
+    name: str
+    threshold: float
+    value: float | None
+    passed: bool | None
+    detail: str
+
+
+def _number(section: str, key: str, value: Any, *, low: float = 0.0, high: float = 100.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise GateConfigError(f"[{section}] {key} must be a number, got {value!r}")
+    if not low <= float(value) <= high:
+        raise GateConfigError(f"[{section}] {key} must be within [{low}, {high}], got {value}")
+    return float(value)
+
+
+def parse_config(data: dict[str, Any]) -> GateConfig:
+    """Validate a decoded TOML document. Raises GateConfigError naming the bad key."""
+    sections = _sections()
+    for name, value in data.items():
+        if name not in sections:
+            raise GateConfigError(f"unknown section [{name}]; expected {sorted(sections)}")
+        if not isinstance(value, dict):
+            raise GateConfigError(f"[{name}] must be a table")
+        unknown = set(value) - sections[name]
+        if unknown:
+            raise GateConfigError(f"[{name}] unknown keys: {sorted(unknown)}")
+    gate = data.get("gate", {})
+    bootstrap = int(_number("gate", "bootstrap", gate.get("bootstrap", 1000), low=1, high=1e6))
+    seed = int(_number("gate", "seed", gate.get("seed", 0), low=0, high=2**32 - 1))
+    flip_rate = gate.get("flip_rate", "pairs")
+    if flip_rate not in ("pairs", "decided"):
+        raise GateConfigError(f"[gate] flip_rate must be 'pairs' or 'decided', got {flip_rate!r}")
+    coverage = data.get("coverage")
+    gated = gated_scopes()
+    scopes = tuple(coverage.get("scopes", gated)) if coverage else gated
+    if not scopes or any(s not in gated for s in scopes):
+        raise GateConfigError(f"[coverage] scopes must be a subset of {list(gated)}")
+
+    def section(name: str, keys: dict[str, str]) -> dict[str, float] | None:
+        table = data.get(name)
+        if table is None:
+            return None
+        return {k: _number(name, k, v) for k, v in table.items() if k in keys}
+
+    config = GateConfig(
+        bootstrap=bootstrap,
+        seed=seed,
+        flip_rate=flip_rate,
+        quality=section("quality", _quality_keys()),
+        coverage=section("coverage", _COVERAGE),
+        scopes=scopes,
+        regression=section("regression", _regression_keys()),
+    )
+    if not configured_kinds(config):
+        raise GateConfigError(
+            "the config sets no check: a gate that checks nothing cannot pass; set at least one "
+            f"key of [quality] {sorted(_quality_keys())}, [coverage] {sorted(_COVERAGE)} or "
+            f"[regression] {sorted(_regression_keys())}"
+        )
+    return config
+
+
+def configured_kinds(config: GateConfig) -> set[str]:
+    """The kinds of check (quality, coverage, regression) that ``config`` sets a key of."""
+    tables = {"quality": config.quality, "coverage": config.coverage,
+              "regression": config.regression}  # fmt: skip
+    return {kind for kind, table in tables.items() if table}
+
+
+def load_config(path: Path) -> GateConfig:
+    """Read and validate a TOML gate configuration. Raises GateConfigError."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GateConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise GateConfigError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return parse_config(data)
+    except GateConfigError as exc:
+        raise GateConfigError(f"{path}: {exc}") from None
+
+
+def regression_tolerance(config: GateConfig) -> dict[str, float]:
+    """Tolerated worsening per statistic for ``compare_runs``."""
+    return {stat: config.regression[key] for key, stat in _regression_keys().items()
+            if config.regression and key in config.regression}  # fmt: skip
+
+
+def _quality(report: Report, limits: dict[str, float]) -> list[Check]:
+    overall = report.aggregates[
+        (report.aggregates["dimension"] == "all") & (report.aggregates["split"] == "all")
+    ]
+    checks: list[Check] = []
+    for key, limit in limits.items():
+        stat = _quality_keys()[key]
+        for _, row in overall[overall["stat"] == stat].iterrows():
+            value = None if pd.isna(row["value"]) else float(row["value"])
+            ok = (
+                None
+                if value is None
+                else (value >= limit if key.startswith("min") else value <= limit)
+            )
+            checks.append(Check("quality", f"{key} [{row['model']}]", limit, value, ok,
+                                f"{stat} = {_pct(value)} over {row['n_eval']} items"))  # fmt: skip
+    return checks
+
+
+def _pp(value: Any) -> str:
+    """A difference in % points, two decimals (n/a when missing)."""
+    return "n/a" if value is None or pd.isna(value) else f"{float(value):+.2f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def _coverage(report: Report, config: GateConfig) -> list[Check]:
+    limits = dict(config.coverage or {})
+    default_not_judged = "max_not_judged" not in limits
+    if default_not_judged:
+        limits["max_not_judged"] = DEFAULT_MAX_NOT_JUDGED
+    wanted = {_COVERAGE[k]: v / 100.0 for k, v in limits.items()}
+    thresholds = GateThresholds(**{g: wanted.get(g, 1.0) for g in _COVERAGE.values()})
+    level = 100 * thresholds.level
+    checks: list[Check] = []
+    for gate in run_gates(report.coverage, report.fpr, thresholds):
+        if gate.gate not in wanted or (gate.gate != "fpr_sham" and gate.scope not in config.scopes):
+            continue
+        up = None if gate.upper is None else 100 * gate.upper
+        point = None if gate.point is None else 100 * gate.point
+        detail = f"point {_pct(point)}, exact {level:g}% upper bound {_pct(up)}"
+        if gate.trials:
+            detail += f" ({gate.events} of {gate.trials})"
+        if gate.note:
+            detail = f"{detail}; {gate.note}" if gate.trials else gate.note
+        if gate.gate == "not_judged" and default_not_judged:
+            detail += (f"; default limit {DEFAULT_MAX_NOT_JUDGED:g}% (no line may miss the judge):"
+                       " set [coverage] max_not_judged to tolerate some")  # fmt: skip
+        checks.append(Check("coverage", f"{gate.gate} [{gate.scope}]", 100 * gate.threshold,
+                            up, gate.passed, detail))  # fmt: skip
+    return checks
+
+
+def _regression(report: Report, config: GateConfig) -> list[Check]:
+    """One check per configured regression key; a statistic without its key is not checked.
+
+    The report was built with these tolerances (``regression_tolerance``), so its comparison
+    flags each statistic at its key's tolerance.
+    """
+    tolerance = regression_tolerance(config)
+    if report.comparison is None or not tolerance:
+        return []
+    checks: list[Check] = []
+    for _, row in report.comparison.iterrows():
+        if row["stat"] not in tolerance:
+            continue
+        diff = None if pd.isna(row["diff"]) else float(row["diff"])
+        ok = None if diff is None else not bool(row["regression"])
+        detail = (f"{row['stat']}: {_pct(row['baseline'])} -> {_pct(row['candidate'])}, "
+                  f"diff {_pp(diff)} pp [{_pp(row['low'])}, {_pp(row['high'])}] "
+                  f"over {row['n_pairs']} pairs")  # fmt: skip
+        checks.append(Check("regression", f"{row['stat']} vs baseline", float(row["tolerance"]),
+                            diff, ok, detail))  # fmt: skip
+    return checks
+
+
+def evaluate(report: Report, config: GateConfig) -> list[Check]:
+    """Every configured check on ``report`` (regressions only when it holds a comparison),
+    plus the default not-judged bound when ``max_not_judged`` is absent."""
+    checks = _quality(report, config.quality or {})
+    checks += _coverage(report, config)
+    checks += _regression(report, config)
+    return checks
+
+
+def failed_kinds(checks: list[Check]) -> list[str]:
+    """The kinds of the failed checks, coverage first (the order that decides the exit code).
+
+    A check that could not be evaluated (no items for it) fails as well: a gate must not pass
+    on an empty run.
+    """
+    failed = {c.kind for c in checks if c.passed is not True and not _skippable(c)}
+    return [kind for kind in _KINDS if kind in failed]
+
+
+def exit_code(checks: list[Check]) -> ExitCode:
+    """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0."""
+    failed = failed_kinds(checks)
+    if "coverage" in failed:
+        return ExitCode.COVERAGE_FAILED
+    if failed:
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
+
+
+def _skippable(check: Check) -> bool:
+    # a run without SHAM items has no placebo FPR to bound: that is not a failure of the run
+    return check.passed is None and check.name.startswith("fpr_sham")
+
+
+def unevaluable_reason(items: pd.DataFrame) -> str | None:
+    """Why the run cannot be gated at all (no lines, or not one metric judged), else None."""
+    if items.empty:
+        return "the result file holds no result lines"
+    judged = pd.Series(False, index=items.index)
+    for label in labels():
+        judged |= items[f"{label}_outcome"].isin(JUDGED)
+    if not judged.any():
+        stages = (
+            items["error_stage"].fillna(items[f"{labels()[0]}_outcome"]).value_counts().to_dict()
+        )
+        return f"no metric of any line was judged (evaluator unreachable or bad input): {stages}"
+    return None
+
+
+def unshared_reason(counts: dict[str, int]) -> str | None:
+    """Why a comparison with a baseline cannot be made (it shares no item), else None.
+
+    ``counts`` are ``Report.comparison_counts``; the caller names the baseline file.
+    """
+    if counts.get("shared", 0) > 0:
+        return None
+    return (
+        "shares no item (model, item_id, modification) with the results: baseline only "
+        f"{counts.get('baseline_only', 0)}, results only {counts.get('candidate_only', 0)}, "
+        f"lines without item_id {counts.get('unmatched', 0)}"
+    )

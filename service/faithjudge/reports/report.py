@@ -1,0 +1,113 @@
+"""One report of a run: every table the renderers need, as plain data.
+
+``build_report`` is a pure function of the item tables (and therefore of the result lines);
+the renderers (Markdown, HTML, JSON) only format what it returns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from faithjudge.agreement.judge_coverage import Coverage, FprSham, GateResult
+from faithjudge.reports.aggregate import aggregate, table1
+from faithjudge.reports.compare import compare_runs
+from faithjudge.reports.run_coverage import run_coverage, run_fpr, run_gates
+
+__all__ = ["Report", "build_report", "report_json"]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a renderer shows; frames hold % values, coverage holds fractions."""
+
+    items: pd.DataFrame
+    aggregates: pd.DataFrame
+    table1: pd.DataFrame
+    coverage: dict[str, Coverage]
+    fpr: FprSham
+    gates: list[GateResult]
+    comparison: pd.DataFrame | None = None
+    comparison_counts: dict[str, int] = field(default_factory=dict)
+    bootstrap: int = 1000
+    seed: int = 0
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """Counts shown at the top of every report."""
+        items = self.items
+        return {
+            "lines": len(items),
+            "models": sorted(items["model"].unique().tolist()),
+            "modifications": int(items["modification"].nunique()),
+            "line_errors": int(items["error_stage"].notna().sum()),
+            "flip": int((items["flip"] == 1.0).sum()),
+            "non_flip": int((items["flip"] == 0.0).sum()),
+            "flip_undecided": int(items["flip"].isna().sum()),
+            "answers_off_options": int((items["answer_in_options"] == 0.0).sum()),
+            "bootstrap": self.bootstrap,
+            "seed": self.seed,
+        }
+
+
+def build_report(
+    items: pd.DataFrame,
+    *,
+    baseline: pd.DataFrame | None = None,
+    B: int = 1000,
+    seed: int = 0,
+    tolerance: dict[str, float] | None = None,
+    flip_rate: str = "pairs",
+) -> Report:
+    """Aggregates, Table 1, coverage, placebo FPR, the paper's gates and an optional comparison.
+
+    ``flip_rate``: ``pairs`` (the paper's: flipped over all pairs) or ``decided`` (flipped over
+    the pairs whose flip could be decided).
+    """
+    aggregates = aggregate(items, B=B, seed=seed, flip_rate=flip_rate)
+    baseline_codes = frozenset(items.loc[items["kind"] == "baseline", "modification"].unique())
+    coverage = run_coverage(items, B=B, seed=seed)
+    fpr = run_fpr(items, B=B, seed=seed)
+    comparison: pd.DataFrame | None = None
+    counts: dict[str, int] = {}
+    if baseline is not None:
+        comparison, counts = compare_runs(baseline, items, B=B, seed=seed, tolerance=tolerance)
+    return Report(
+        items=items,
+        aggregates=aggregates,
+        table1=table1(aggregates, skip=baseline_codes),
+        coverage=coverage,
+        fpr=fpr,
+        gates=run_gates(coverage, fpr),
+        comparison=comparison,
+        comparison_counts=counts,
+        bootstrap=B,
+        seed=seed,
+    )
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        return value.item() if hasattr(value, "item") else value
+
+    return [{k: clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The machine-readable report (JSON-safe: NaN becomes null)."""
+    return {
+        "summary": report.summary,
+        "table1": _records(report.table1),
+        "aggregates": _records(report.aggregates),
+        "coverage": {k: v.model_dump() for k, v in report.coverage.items()},
+        "fpr_sham": report.fpr.model_dump(),
+        "gates": [g.model_dump() for g in report.gates],
+        "comparison": None
+        if report.comparison is None
+        else {"counts": report.comparison_counts, "stats": _records(report.comparison)},
+    }

@@ -1,0 +1,115 @@
+"""Coverage diagnostics, placebo FPR and gates of a scored run (METHODS §1.11).
+
+Reuses the judge-validation definitions of ``faithjudge.agreement.judge_coverage`` unchanged: the
+outcome of CC combined from CF and CT (``axis_outcomes``), the rate indicators, the result
+models and ``evaluate_gates`` (pass when the point value and the 95% upper bound are within the
+threshold). Only the bootstrap is generalised: per-item outcome tuples take few distinct values,
+so the paired item bootstrap is drawn as a multinomial over the distinct tuples (see
+``faithjudge.reports.resample``), which keeps 300,000 lines within memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from faithjudge_client.metric_catalogue import metrics, report_scopes, sham_metric
+
+from faithjudge.agreement.judge_coverage import (
+    RATES,
+    Coverage,
+    FprSham,
+    GateResult,
+    GateThresholds,
+    RateEstimate,
+    _indicators,
+    axis_outcomes,
+    coverage_from_rates,
+    estimate_rate,
+    evaluate_gates,
+)
+from faithjudge.reports.resample import rng_for
+
+__all__ = ["run_coverage", "run_fpr", "run_gates"]
+
+
+def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
+    keys = [str(i) for i in range(len(items))]
+    long = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "item_id": keys,
+                    "metric": spec.name,
+                    "stage": items[f"{spec.label}_outcome"].where(
+                        items[f"{spec.label}_outcome"] != "valid"
+                    ),
+                }
+            )
+            for spec in metrics()
+        ],
+        ignore_index=True,
+    )
+    return axis_outcomes(long, keys)
+
+
+def _ratios(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    top, bottom = weights @ num.T, weights @ den.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.nan)
+
+
+def run_coverage(
+    items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, Coverage]:
+    """Coverage per scope (every metric, then CC) and macro (mean over the headline scopes)."""
+    scopes = report_scopes()
+    outcomes = _outcomes(items)[list(scopes)]
+    n = len(outcomes)
+    grouped = outcomes.groupby(list(scopes), sort=True).size()
+    patterns = grouped.index.to_frame(index=False)
+    freq = grouped.to_numpy(dtype=np.float64)
+    nums, dens = [], []
+    for scope in scopes:
+        num, den = _indicators(patterns[scope])
+        nums.append(num)
+        dens.append(den)
+    num_all, den_all = np.vstack(nums), np.vstack(dens)
+    k = len(RATES)
+    if n:
+        draws = rng_for(seed, "coverage:run").multinomial(n, freq / n, size=B).astype(float)
+        samples = _ratios(draws, num_all, den_all).reshape(B, len(scopes), k)
+    else:
+        samples = np.full((B, len(scopes), k), np.nan)
+    return coverage_from_rates(outcomes, scopes, samples, level)
+
+
+def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95) -> FprSham:
+    """Placebo FPR: share of SHAM (placebo) items with a valid grade of the catalogue's sham
+    metric (CA) whose score is > 3."""
+    sham = items[items["kind"] == "placebo"]
+    if sham.empty:
+        return FprSham(n_sham=0, n_valid=0, n_positive=0, rate=RateEstimate(point=None),
+                       note="no sham items: FPR not estimable")  # fmt: skip
+    label = sham_metric().label
+    scores = sham[f"{label}_score"].dropna().to_numpy(dtype=np.float64)
+    if scores.size == 0:
+        note = f"no sham item has a valid {label} grade: FPR not estimable"
+        return FprSham(n_sham=len(sham), n_valid=0, n_positive=0,
+                       rate=RateEstimate(point=None), note=note)  # fmt: skip
+    positive = int((scores > 3).sum())
+    draws = rng_for(seed, "fpr:run").binomial(scores.size, positive / scores.size, size=B)
+    return FprSham(
+        n_sham=len(sham),
+        n_valid=int(scores.size),
+        n_positive=positive,
+        rate=estimate_rate(
+            positive / scores.size, draws / scores.size, level, positive, int(scores.size)
+        ),
+    )
+
+
+def run_gates(
+    coverage: dict[str, Coverage], fpr: FprSham, thresholds: GateThresholds | None = None
+) -> list[GateResult]:
+    """The paper's eligibility gates (defaults of ``GateThresholds``) on this run."""
+    return evaluate_gates(coverage, fpr, thresholds or GateThresholds())

@@ -1,0 +1,95 @@
+"""Pure rules of the offline ``lexicon`` judge: KB concept matching, cue and tone lexicons.
+
+Each metric function takes the compiled lexicon (``compile_lexicon`` of the JSON files in
+``knowledge_base/lexicons/``, loaded by the evaluator), the CoT and the structured inputs the
+pipeline rendered the prompt from, and returns the verdict dict an LLM judge would emit
+(schemas/*.schema.json). Quotes are always exact slices of the original CoT (whole sentences),
+so the evidence check passes. Modules: ``text`` (sentences, stems, phrase lists), ``negation``,
+``compiled`` (the Lexicon), ``fidelity`` (CF), ``attribution`` (CA), ``tone`` (CT),
+``verdict`` (shared fields). Pure: no I/O; deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from faithjudge.scoring.lexicon.attribution import causal_attribution, channel_of, influence_blocks
+from faithjudge.scoring.lexicon.compiled import Lexicon, compile_lexicon
+from faithjudge.scoring.lexicon.fidelity import (
+    clinical_fidelity,
+    concept_credits,
+    finding_statements,
+)
+from faithjudge.scoring.lexicon.negation import is_hypothetical, is_negated
+from faithjudge.scoring.lexicon.text import (
+    PhraseIndex,
+    Sentence,
+    clear_memos,
+    is_placeholder,
+    sentences,
+    stem,
+    tokenize,
+)
+from faithjudge.scoring.lexicon.tone import confidence_tone
+
+__all__ = [
+    "RULES",
+    "RULES_VERSION",
+    "Lexicon",
+    "PhraseIndex",
+    "Rule",
+    "Sentence",
+    "causal_attribution",
+    "channel_of",
+    "clear_memos",
+    "clinical_fidelity",
+    "compile_lexicon",
+    "concept_credits",
+    "confidence_tone",
+    "finding_statements",
+    "influence_blocks",
+    "is_hypothetical",
+    "is_negated",
+    "is_placeholder",
+    "judge_metric",
+    "register_rule",
+    "sentences",
+    "stem",
+    "tokenize",
+    "unregister_rule",
+]
+
+RULES_VERSION = "lexicon_rules/5"
+
+Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
+
+# The offline rule of every catalogue metric, by metric name.
+RULES: dict[str, Rule] = {
+    "clinical_fidelity": clinical_fidelity,
+    "causal_attribution": causal_attribution,
+    "confidence_tone": confidence_tone,
+}
+
+
+def register_rule(metric: str, rule: Rule) -> None:
+    """Give the offline evaluator a rule for ``metric`` (a metric registered in the catalogue)."""
+    if metric in RULES:
+        raise ValueError(f"metric {metric!r} already has a lexicon rule")
+    RULES[metric] = rule
+
+
+def unregister_rule(metric: str) -> None:
+    RULES.pop(metric, None)
+
+
+def judge_metric(lex: Lexicon, metric: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict dict of ``metric`` for the structured pipeline ``inputs`` (cot and friends)."""
+    try:
+        rule = RULES[metric]
+    except KeyError:
+        raise ValueError(
+            f"the lexicon evaluator has no rule for metric {metric!r}; known: {sorted(RULES)}"
+        ) from None
+    cot = inputs.get("cot")
+    return rule(lex, cot if isinstance(cot, str) else "", inputs)

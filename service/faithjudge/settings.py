@@ -1,0 +1,153 @@
+"""Service settings: one ``BaseSettings``, read from ``FAITHJUDGE_*`` variables at entry points.
+
+Settings are built where a process starts (the CLI, the app factory), never at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from faithjudge.errors import ConfigError
+
+__all__ = ["Settings"]
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".faithjudge"
+
+
+class Settings(BaseSettings):
+    """Everything a deployment may change; each field is ``FAITHJUDGE_<NAME>`` in the env."""
+
+    model_config = SettingsConfigDict(env_prefix="FAITHJUDGE_", extra="ignore")
+
+    evaluator: str = "lexicon:v1"
+    """Evaluator spec: ``lexicon:v1`` (offline, the default), ``openai:MODEL``,
+    ``litellm:MODEL`` or ``replay:PATH[#judge]``."""
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    """Where the response cache, the SQLite job store and the API keys file live."""
+    cache: bool = True
+    """Cache evaluator responses (content-addressed; validation reruns on every read)."""
+    concurrency: int = Field(default=100, ge=1, le=10_000)
+    """Maximum evaluator calls in flight."""
+    prompt_set: str = "v1"
+    knowledge_base: str = "cxr_vqa"
+
+    openai_base_url: str | None = None
+    """Overrides ``OPENAI_BASE_URL``; any OpenAI-compatible server (vLLM, SGLang, Ollama...)."""
+    openai_api_key: SecretStr | None = None
+    """Overrides ``OPENAI_API_KEY``."""
+    http_transport: str = "aiohttp"
+    """``aiohttp`` (measured faster under high concurrency) or ``httpx``."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=5, ge=0, le=20)
+    retry_base_s: float = Field(default=1.0, ge=0)
+    temperature: float = 0.0
+    seed: int | None = 0
+    max_tokens: int = Field(default=1024, ge=16)
+
+    batch_poll_s: float = Field(default=5.0, gt=0)
+    """First wait between polls of the ``openai-batch`` route (grows while nothing changes)."""
+    batch_file_max_requests: int = Field(default=50_000, ge=1)
+    """Requests per Batch API input file (OpenAI's limit; lower it for a provider with a
+    smaller one)."""
+    batch_file_max_mb: float = Field(default=200.0, gt=0)
+    """Megabytes per Batch API input file (OpenAI's limit)."""
+    batch_discount: float = Field(default=0.5, ge=0, le=1)
+    """The Batch API's price as a fraction of the live price (0.5 at OpenAI)."""
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Live price of a million prompt tokens, for the cost line of batch runs."""
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+    """Live price of a million completion tokens."""
+
+    quote_tolerance: float = Field(default=0.02, ge=0, lt=1)
+    """Edits allowed per quote character when locating judge quotes in the CoT."""
+    cc_alpha: float = Field(default=1.092, ge=0)
+    """Over-confidence weight of confidence calibration."""
+    cc_beta: float = Field(default=0.728, ge=0)
+    """Under-confidence weight of confidence calibration."""
+    min_ordinal_flip_grades: int = Field(default=2, ge=1)
+
+    # ---------------------------------------------------------------- the REST service
+    database_url: str | None = None
+    """Job store: ``postgresql+asyncpg://...`` for several replicas; unset, a SQLite file
+    (``jobs.sqlite3``) in the data directory."""
+    database_schema: str | None = None
+    """PostgreSQL schema of the job tables (it must exist); unset, the connection's default."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65_535)
+    api_keys_file: Path | None = None
+    """Hashed API keys (``faithjudge keys create``); unset, ``api_keys.json`` in the data dir."""
+    api_keys: SecretStr | None = None
+    """Extra keys as JSON ``{"KEY": "TENANT", ...}`` (hashed on load, never stored)."""
+    insecure_no_auth: bool = False
+    """Allow serving beyond loopback without any API key."""
+    max_active_batches: int = Field(default=8, ge=1)
+    """Per tenant: queued or running batches at once (429 beyond)."""
+    max_batch_lines: int = Field(default=300_000, ge=1)
+    """Per tenant: lines in one batch (413 beyond)."""
+    max_body_bytes: int = Field(default=1 << 30, ge=1024)
+    """Per tenant: bytes of one batch upload (413 beyond, checked while the body streams)."""
+    max_score_body_bytes: int = Field(default=4 << 20, ge=1024)
+    """Bytes of one ``POST /v1/score`` body and of one batch line. The default admits every
+    text field at its longest, written with JSON's ``\\u`` escapes (12 bytes per character
+    outside the BMP): two CoTs and two answers at their limits come to about 2.9 MB."""
+    workers: bool = True
+    """Run batch workers in this process (off: an API-only replica)."""
+    claim_size: int = Field(default=200, ge=1)
+    """Lines a worker claims at a time."""
+    lease_s: float = Field(default=60.0, gt=0)
+    """How long a claim holds before another replica may take the lines over."""
+    commit_every: int = Field(default=200, ge=1)
+    """Results written per commit (or sooner, see ``commit_interval_s``)."""
+    commit_interval_s: float = Field(default=0.5, gt=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, url: str | None) -> str | None:
+        """Plain ``postgresql://`` and ``sqlite:///`` URLs get the drivers FaithJudge ships."""
+        if not url:
+            return None
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            raise ValueError(f"not a database URL: {url!r} (postgresql://USER@HOST/DB)")
+        drivers = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
+                   "postgresql+asyncpg": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite",
+                   "sqlite+aiosqlite": "sqlite+aiosqlite"}  # fmt: skip
+        if scheme not in drivers:
+            raise ValueError(
+                f"unsupported database {scheme!r}: use postgresql://USER@HOST/DB (asyncpg) or "
+                "sqlite:///PATH (aiosqlite)"
+            )
+        return f"{drivers[scheme]}://{rest}"
+
+    @classmethod
+    def from_overrides(cls, overrides: dict[str, Any]) -> Settings:
+        """The environment's settings with ``overrides`` on top; bad values raise ``ConfigError``
+        naming the setting (``FAITHJUDGE_CONCURRENCY`` / ``--concurrency``), not a traceback."""
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors(include_url=False)[:5]:
+                name = ".".join(str(part) for part in error["loc"]) or "settings"
+                problems.append(f"{name} (FAITHJUDGE_{name.upper()}): {error['msg']}")
+            raise ConfigError("invalid setting: " + "; ".join(problems)) from None
+
+    @property
+    def cache_path(self) -> Path:
+        return self.data_dir / "cache.sqlite3"
+
+    @property
+    def job_store_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'jobs.sqlite3'}"
+
+    @property
+    def keys_path(self) -> Path:
+        return self.api_keys_file or self.data_dir / "api_keys.json"
