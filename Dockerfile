@@ -33,9 +33,11 @@ COPY clients ./clients
 COPY schemas ./schemas
 COPY prompts ./prompts
 COPY knowledge_base ./knowledge_base
-# Smoke test of the installed wheel: one line scored offline needs every bundled asset.
+# Smoke test of the installed wheel (the packages faithjudge and faithjudge_client): one line
+# scored offline needs every bundled asset.
 RUN python -m pip install --no-deps . \
  && faithjudge version \
+ && python -c "import faithjudge_client" \
  && printf '%s\n' '{"question": "Is there a pleural effusion on the left? (yes or no)", "ground_truth": "yes", "cot": "The left costophrenic angle is blunted. <answer>yes</answer>"}' > /tmp/smoke.jsonl \
  && faithjudge score /tmp/smoke.jsonl -o /tmp/smoke.out --no-cache --data-dir /tmp/smoke --no-progress \
  && rm -rf /tmp/smoke /tmp/smoke.jsonl /tmp/smoke.out

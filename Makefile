@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==26.3
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,sidecar]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,sidecar,litellm]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,11 +46,13 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
 
-# Re-pin: resolve pyproject's pins plus their dependencies into constraints.txt.
+# Re-pin: resolve pyproject's pins plus their dependencies into constraints.txt. The project's own
+# distributions (faithjudge, and faithjudge-client should it be installed there) are not pins.
 lock:
 	$(PYTHON) -m venv /tmp/faithjudge-lock && /tmp/faithjudge-lock/bin/pip install -q torch==2.13.0 \
-		&& /tmp/faithjudge-lock/bin/pip install -q -e '.[dev,postgres,sidecar]' \
-		&& /tmp/faithjudge-lock/bin/pip freeze --exclude-editable | grep -v '^faithjudge' > constraints.txt
+		&& /tmp/faithjudge-lock/bin/pip install -q -e '.[dev,postgres,sidecar,litellm]' \
+		&& /tmp/faithjudge-lock/bin/pip freeze --exclude-editable \
+		| grep -v -i -E '^faithjudge([-_]client)?( |==|@)' > constraints.txt
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache .mypy_cache

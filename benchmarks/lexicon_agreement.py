@@ -33,7 +33,7 @@ from faithjudge.agreement import (
     reader_study_requests,
     stratified_split,
 )
-from faithjudge.agreement.halves import HALF_AXES, HalfAxis, SplitHalfReport, split_half_agreement
+from faithjudge.agreement.halves import HalfAxis, SplitHalfReport, split_half_agreement
 from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR
 from faithjudge.runners.file_runner import score_file
 from faithjudge.runtime import open_scorer
@@ -185,8 +185,7 @@ def render_table(report: SplitHalfReport) -> str:
         "|---|---|---|---|---|",
     ]
     for judge in report.judges:
-        for axis in HALF_AXES:
-            a = judge.axes[axis]
+        for axis, a in judge.axes.items():
             cells = []
             for half in ("A", "B"):
                 t = a.halves[half]

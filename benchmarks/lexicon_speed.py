@@ -129,7 +129,8 @@ def _measure_reference(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             "--seed",
             str(args.seed),
         ],
-        cwd=tree,  # ``-m`` puts the tree first on sys.path: its ``service`` is the one measured
+        cwd=tree,  # ``-m`` puts the tree first on sys.path: its packages are the ones measured
+        env=_tree_env(tree),
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -137,6 +138,17 @@ def _measure_reference(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
         (tree / "benchmarks/results/lexicon_speed.json").read_bytes()
     )
     return result
+
+
+def _tree_env(tree: Path) -> dict[str, str]:
+    """The environment that imports the tree's own packages: a src-layout tree's ``faithjudge``
+    and ``faithjudge_client`` come before the installed (editable) ones; an older tree's
+    top-level packages are found through the working directory."""
+    roots = (
+        [tree / "service", tree / "clients"] if (tree / "service" / "faithjudge").is_dir() else []
+    )
+    path = os.pathsep.join([*map(str, roots), str(tree)])
+    return {**os.environ, "PYTHONPATH": path}
 
 
 @contextmanager

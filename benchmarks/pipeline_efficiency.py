@@ -9,7 +9,7 @@ first_sentence``) answers every call after ``--latency-ms`` (500) of non-blockin
     efficiency = achieved / ideal      (target >= 0.9)
 
 Part 2 (client CPU): latency 0, ``--cpu-items`` (1500) items at concurrency 100, once per HTTP
-transport (``Settings.http_transport`` aiohttp and httpx): the most calls/s one client core
+transport (the ``http_transport`` setting, aiohttp and httpx): the most calls/s one client core
 sustains and the client CPU per evaluator call (``time.process_time`` delta / calls).
 
 Part 3 (reference): the same items through an in-process instant evaluator (no HTTP), so that
@@ -38,8 +38,10 @@ from typing import Any
 import anyio
 import orjson
 import psutil
+from faithjudge.evaluators.builtin import OpenAIOptions
+from faithjudge.event_loop import run_async
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer, run_async
+from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 
 from benchmarks import _evaluator
@@ -160,7 +162,8 @@ async def _score(
             await score_file(scorer, source, output, concurrency=settings.concurrency)
             if profiler is not None:
                 profiler.disable()
-                print(f"-- profile of the {settings.http_transport} client ({settings.evaluator})")
+                transport = settings.options(OpenAIOptions).http_transport
+                print(f"-- profile of the {transport} client ({settings.evaluator})")
                 pstats.Stats(profiler).sort_stats("cumulative").print_stats(profile_top)
             wall = time.perf_counter() - w0
             cpu = time.process_time() - c0

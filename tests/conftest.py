@@ -54,6 +54,11 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("FAITHJUDGE_DATA_DIR", str(tmp_path / "faithjudge-data"))
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    # what a test taught the process about a judge server (a response format it refused, slow
+    # replies) must not carry over to another test's server on a reused port
+    from faithjudge.transport.judge_servers import forget_servers
+
+    forget_servers()
 
 
 @pytest.fixture

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -150,3 +152,38 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+@contextmanager
+def serve_process(
+    command: list[str], env: dict[str, str], port: int, log: Path, *, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` (a ``faithjudge serve --port PORT``) until ``/readyz`` answers 200.
+
+    Its output goes to ``log``, quoted in the failure when it exits early or never gets ready;
+    on exit it is terminated, and killed if it does not stop.
+    """
+    with log.open("ab") as sink:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"the service exited early:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the service did not get ready:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

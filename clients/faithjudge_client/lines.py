@@ -293,6 +293,10 @@ class Provenance(_Strict):
     evaluator_model: str | None = None
     evaluator_settings_sha256: str | None = None
     fingerprint: str | None = None
+    response_format: str | None = None
+    """The response format(s) the judge was asked in for this line (``json_schema``,
+    ``json_object+schema``, ``json_object``, ``none``; comma-separated when the metrics'
+    differ)."""
     prompt_set: str
     prompt_sha256: str
     kb_id: str | None = None

@@ -1,9 +1,11 @@
 """The metric catalogue: every metric declared once, with everything the service needs of it.
 
 Contracts, schemas, prompts, the pipeline, the verdict, the reports, the gate and the judge
-validation iterate over this catalogue instead of naming metrics. Adding a metric is one
-``register_metric`` call plus its assets (the output schema, one system and one user template
-in the prompt set) and, for the offline evaluator, a lexicon rule registered under its name.
+validation iterate over this catalogue instead of naming metrics. A shipped metric is one
+line in ``_BUILT_IN``; a plugin's is one ``register_metric`` call. Either way it brings its
+assets (the output schema, one system and one user template in every prompt set) and, for the
+offline evaluator, a lexicon rule registered under its name (docs/ARCHITECTURE.md, "A new
+metric", lists every step and the test that follows them).
 
 Besides the graded metrics there is one derived score, confidence calibration (CC, METHODS
 §1.7): it combines the metric whose ``calibration_role`` is ``fidelity`` with the one whose role
@@ -15,8 +17,8 @@ Scope orders are part of every rendered output, so they are derived here once:
 - ``headline_scopes``: the gated metrics, then CC (aggregates, macro coverage, the gates);
 - ``agreement_scopes``: the gated metrics, CC, then the others (judge validation).
 
-Pure and a leaf: no I/O, and it imports nothing of FaithJudge, so the contracts and the
-scoring core can both read it.
+Pure and a leaf: no I/O, and it imports nothing of FaithJudge (the registry mechanism is
+``faithjudge_client.registry``), so the contracts and the scoring core can both read it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from faithjudge_client.registry import Registry
+
 __all__ = [
     "BUILT_IN_METRICS",
+    "CATALOGUE",
     "CC_LABEL",
     "CalibrationRole",
     "MetricSpec",
@@ -131,22 +136,36 @@ _BUILT_IN: tuple[MetricSpec, ...] = (
 )
 BUILT_IN_METRICS: tuple[str, ...] = tuple(spec.name for spec in _BUILT_IN)
 
-_catalogue: dict[str, MetricSpec] = {spec.name: spec for spec in _BUILT_IN}
+CATALOGUE: Registry[MetricSpec] = Registry("metric")
+"""Every metric by name, in catalogue order (read it through the functions below)."""
+for _spec in _BUILT_IN:
+    CATALOGUE.register(_spec.name, _spec)
+del _spec
 
 
-def register_metric(spec: MetricSpec) -> MetricSpec:
-    """Add ``spec`` to the catalogue (after the metrics already there)."""
-    if spec.name in _catalogue:
-        raise ValueError(f"metric {spec.name!r} is already registered")
-    if any(other.label == spec.label for other in _catalogue.values()):
+def register_metric(spec: MetricSpec, *, replace: bool = False) -> MetricSpec:
+    """Add ``spec`` to the catalogue (after the metrics already there).
+
+    Registering the same spec again changes nothing; another spec under a taken name needs
+    ``replace=True`` (never for a built-in metric).
+
+    Raises:
+        ValueError: a clash of name, label, placebo FPR or calibration role.
+    """
+    if replace and spec.name in BUILT_IN_METRICS:
+        raise ValueError(f"metric {spec.name!r} is built in and cannot be replaced")
+    if spec.name in CATALOGUE and not replace and CATALOGUE.get(spec.name) == spec:
+        return spec
+    others = [other for other in _specs() if other.name != spec.name]
+    if any(other.label == spec.label for other in others):
         raise ValueError(f"metric label {spec.label!r} is already taken")
-    if spec.sham_fpr and any(other.sham_fpr for other in _catalogue.values()):
+    if spec.sham_fpr and any(other.sham_fpr for other in others):
         raise ValueError("the placebo false-positive rate is already taken by another metric")
     if spec.calibration_role is not None and any(
-        other.calibration_role == spec.calibration_role for other in _catalogue.values()
+        other.calibration_role == spec.calibration_role for other in others
     ):
         raise ValueError(f"the calibration role {spec.calibration_role!r} is already taken")
-    _catalogue[spec.name] = spec
+    CATALOGUE.register(spec.name, spec, replace=replace)
     return spec
 
 
@@ -154,30 +173,31 @@ def unregister_metric(name: str) -> None:
     """Remove a registered metric; the built-in ones stay."""
     if name in BUILT_IN_METRICS:
         raise ValueError(f"metric {name!r} is built in")
-    _catalogue.pop(name, None)
+    CATALOGUE.unregister(name)
+
+
+def _specs() -> tuple[MetricSpec, ...]:
+    return CATALOGUE.values()
 
 
 def is_metric(name: str) -> bool:
-    return name in _catalogue
+    return name in CATALOGUE
 
 
 def metrics() -> tuple[MetricSpec, ...]:
-    return tuple(_catalogue.values())
+    return _specs()
 
 
 def metric_names() -> tuple[str, ...]:
-    return tuple(_catalogue)
+    return CATALOGUE.names()
 
 
 def labels() -> tuple[str, ...]:
-    return tuple(spec.label for spec in _catalogue.values())
+    return tuple(spec.label for spec in _specs())
 
 
 def metric_spec(name: str) -> MetricSpec:
-    try:
-        return _catalogue[name]
-    except KeyError:
-        raise ValueError(f"unknown metric {name!r}; expected one of {list(_catalogue)}") from None
+    return CATALOGUE.get(name)
 
 
 def label_of(name: str) -> str:
@@ -185,7 +205,7 @@ def label_of(name: str) -> str:
 
 
 def metric_of_label(label: str) -> str:
-    for spec in _catalogue.values():
+    for spec in _specs():
         if spec.label == label:
             return spec.name
     raise ValueError(f"unknown metric label {label!r}; expected one of {list(labels())}")
@@ -193,17 +213,17 @@ def metric_of_label(label: str) -> str:
 
 def calibration_pair() -> tuple[MetricSpec, MetricSpec]:
     """The (fidelity, tone) metrics that confidence calibration combines."""
-    roles = {spec.calibration_role: spec for spec in _catalogue.values() if spec.calibration_role}
+    roles = {spec.calibration_role: spec for spec in _specs() if spec.calibration_role}
     return roles["fidelity"], roles["tone"]
 
 
 def sham_metric() -> MetricSpec:
     """The metric whose placebo false-positive rate is gated."""
-    return next(spec for spec in _catalogue.values() if spec.sham_fpr)
+    return next(spec for spec in _specs() if spec.sham_fpr)
 
 
 def gated_labels() -> tuple[str, ...]:
-    return tuple(spec.label for spec in _catalogue.values() if spec.gated)
+    return tuple(spec.label for spec in _specs() if spec.gated)
 
 
 def report_scopes() -> tuple[str, ...]:
@@ -222,5 +242,5 @@ def higher_is_better(scope: str) -> bool:
 
 
 def agreement_scopes() -> tuple[str, ...]:
-    others = tuple(spec.label for spec in _catalogue.values() if not spec.gated)
+    others = tuple(spec.label for spec in _specs() if not spec.gated)
     return (*gated_labels(), CC_LABEL, *others)

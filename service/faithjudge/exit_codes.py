@@ -1,19 +1,21 @@
 """The exit codes of every ``faithjudge`` command (a leaf: the CLI and the gate both read it).
 
 Exit codes (the same for ``score``, ``submit``, ``report``, ``gate``, ``validate-judge``,
-``audit``, ``serve`` and ``keys``; documented in the README):
+``audit``, ``check-judge``, ``serve`` and ``keys``; documented in the README):
 
 ====  ==================  ==================================================================
 code  name                meaning
 ====  ==================  ==================================================================
-0     OK                  every line got a result and at least one grade was judged
-1     CHECK_FAILED        ``gate``: a quality or regression check failed
+0     OK                  every line got a result and at least one grade is valid
+1     CHECK_FAILED        ``gate``: a quality or regression check failed; ``check-judge``: the
+                          judge answered, but not with a verdict in the schema
 2     COVERAGE_FAILED     ``gate``: a coverage check failed (typer's own usage errors are
                           mapped to 3 on ``gate``, so 2 always means coverage there)
 3     UNEVALUABLE         the command could not run: bad option or configuration, missing or
                           unreadable file, server or evaluator unreachable / refusing us
-4     NOTHING_SCORED      it ran, but not one grade was judged: empty input, no readable
-                          line, every evaluator call failed, every batch line rejected
+4     NOTHING_SCORED      it ran, but not one grade is valid: empty input, no readable
+                          line, every evaluator call failed, every reply failed verification
+                          (``report``/``gate``: counted over grades), every batch line rejected
 5     STOPPED             the run stopped early (Ctrl-C, a wait that timed out, a batch that
                           was cancelled); what was written so far is kept and resumable
 ====  ==================  ==================================================================

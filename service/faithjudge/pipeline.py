@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -37,6 +37,7 @@ from faithjudge.errors import EvaluatorError, UserInputError
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.knowledge import KnowledgeBase, entry_for_answer
 from faithjudge.prompts import PromptSet
+from faithjudge.request_lines import input_error_result
 from faithjudge.schemas import SCHEMA_VERSION, judge_output_schema, judge_output_validator
 from faithjudge.scoring.answers import (
     QuestionSpec,
@@ -54,7 +55,7 @@ from faithjudge.scoring.verdict import verify
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.resilience import JudgeCaller
 
-__all__ = ["Scorer", "ScoringParams", "input_error_result", "readable_text"]
+__all__ = ["Scorer", "ScoringParams"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,31 +65,6 @@ class ScoringParams:
     quote_tolerance: float = 0.02
     calibration: CalibrationParams = field(default_factory=CalibrationParams)
     min_ordinal_flip_grades: int = 2
-
-
-def readable_text(value: Any) -> str | None:
-    """A field of an unreadable line as its error result keeps it: a string of 1 to 2,000
-    characters, else None."""
-    return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
-
-
-def input_error_result(
-    line: int | None, detail: str, *, readable: Mapping[str, Any] | None = None
-) -> ItemResult:
-    """The result line for input that could not be read as a ScoreRequest.
-
-    ``readable`` is the line's JSON object, when it was one: what can be read of it (item_id,
-    model, question) stays in the result, so reports attribute the error to its model.
-    """
-
-    fields = readable or {}
-    return ItemResult(
-        line=line,
-        item_id=readable_text(fields.get("item_id")),
-        model=readable_text(fields.get("model")),
-        question=readable_text(fields.get("question")),
-        error=Failure(stage="input", detail=detail),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,11 +266,16 @@ class Scorer:
             return MetricResult(status="invalid", failure=failure), None
 
         judge_request = self._judge_request(metric, request, prepared)
+        # the format the request is keyed in now: a cached answer was asked in it, whoever
+        # stored it (an answer from the Batch API route carries no format of its own)
+        asked_in = getattr(self._evaluator, "response_format", None)
         try:
             response = await self._caller.call(judge_request)
         except EvaluatorError as exc:
             failure = Failure(stage="transport", detail=str(exc)[:500])
             return MetricResult(status="invalid", failure=failure, attempts=exc.attempts), None
+        if response.response_format is None and isinstance(asked_in, str):
+            response = replace(response, response_format=asked_in)
 
         result = verify(
             response.text,
@@ -305,10 +286,22 @@ class Scorer:
         )
         if needs_kb and result.status == "valid":
             result = _apply_caps(result, prepared.kb_criteria, request.context)
-        result = result.model_copy(
-            update={"attempts": response.attempts, "cache_hit": response.cached}
+        update: dict[str, Any] = {"attempts": response.attempts, "cache_hit": response.cached}
+        if response.finish_reason == "length" and result.failure is not None:
+            update["failure"] = Failure(
+                stage=result.failure.stage, detail=self._cut_at_limit(result.failure.detail)
+            )
+        return result.model_copy(update=update), response
+
+    def _cut_at_limit(self, detail: str) -> str:
+        """``detail`` of a reply the server stopped at the token limit, saying so and how to
+        give the judge more room."""
+        limit = self._evaluator.settings().get("max_tokens")
+        at = f" ({limit} tokens)" if isinstance(limit, int) else ""
+        return (
+            f"{detail}; the reply hit the token limit{at} (finish_reason: length): raise "
+            "FAITHJUDGE_MAX_TOKENS"
         )
-        return result, response
 
     def judge_requests(self, request: ScoreRequest) -> list[JudgeRequest]:
         """The evaluator calls ``score`` would make for ``request``, without making them.
@@ -359,6 +352,7 @@ class Scorer:
     ) -> Provenance:
         models = {r.model for r in responses.values() if r.model}
         fingerprints = {r.fingerprint for r in responses.values() if r.fingerprint}
+        formats = {r.response_format for r in responses.values() if r.response_format}
         hits = sum(1 for r in responses.values() if r.cached)
         return Provenance(
             evaluator=self._evaluator.id,
@@ -366,6 +360,7 @@ class Scorer:
             evaluator_model=",".join(sorted(models)) or None,
             evaluator_settings_sha256=self._settings_sha256,
             fingerprint=",".join(sorted(fingerprints)) or None,
+            response_format=",".join(sorted(formats)) or None,
             prompt_set=self._prompts.id,
             prompt_sha256=self._prompts.sha256,
             kb_id=self._kb.id if self._kb is not None else None,

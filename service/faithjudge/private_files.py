@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["private_dir", "private_file"]
+__all__ = ["open_private", "private_dir", "private_file"]
 
 _SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
@@ -41,3 +42,16 @@ def private_file(path: str | Path) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.chmod(candidate, 0o600)
     return path
+
+
+def open_private(path: str | Path) -> BinaryIO:
+    """Open ``path`` for writing from empty, as a 0600 file whatever the umask or its old mode."""
+    path = Path(path)
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from faithjudge.assets import asset_dir
 from faithjudge.errors import ConfigError, UserInputError
-from faithjudge.evaluators.base import Message
+from faithjudge.transport.chat import Message
 
 __all__ = [
     "FENCE_BEGIN",

@@ -6,16 +6,14 @@ This is the one place where settings turn into objects, shared by the CLI and (l
 from __future__ import annotations
 
 import gc
-import importlib.util
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
 
 import anyio
 from faithjudge_client.retry import RetryPolicy
 
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators import make_evaluator
+from faithjudge.evaluators import evaluator_forms, make_evaluator
 from faithjudge.knowledge import load_knowledge_base
 from faithjudge.pipeline import Scorer, ScoringParams
 from faithjudge.private_files import private_dir
@@ -25,23 +23,11 @@ from faithjudge.settings import Settings
 from faithjudge.transport.cache import ResponseCache
 from faithjudge.transport.resilience import JudgeCaller
 
-T = TypeVar("T")
-
-__all__ = ["FAIL_FAST_AFTER", "open_scorer", "run_async"]
+__all__ = ["FAIL_FAST_AFTER", "open_scorer"]
 
 # Calls in a row that found the judge unreachable, before any answer, that stop a run: enough
 # not to trip on one unlucky connection, few enough to stop in seconds.
 FAIL_FAST_AFTER = 3
-
-
-def run_async(func: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run ``func(*args)`` on a fresh event loop, uvloop's where it is installed.
-
-    uvloop roughly halves the event loop's own CPU per evaluator call, which is what bounds
-    calls/s at high concurrency on a small machine.
-    """
-    use_uvloop = importlib.util.find_spec("uvloop") is not None
-    return anyio.run(func, *args, backend_options={"use_uvloop": use_uvloop})
 
 
 @asynccontextmanager
@@ -53,8 +39,8 @@ async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIt
     """
     if not settings.evaluator:
         raise ConfigError(
-            "no evaluator configured: pass --evaluator (lexicon:v1, openai:MODEL, "
-            "litellm:MODEL or replay:FILE) or set FAITHJUDGE_EVALUATOR"
+            f"no evaluator configured: pass --evaluator ({', '.join(evaluator_forms())}) "
+            "or set FAITHJUDGE_EVALUATOR"
         )
     evaluator = make_evaluator(settings.evaluator, settings=settings)
     cache = None

@@ -1,19 +1,33 @@
 """Service settings: one ``BaseSettings``, read from ``FAITHJUDGE_*`` variables at entry points.
 
 Settings are built where a process starts (the CLI, the app factory), never at import time.
+
+The fields are what every deployment shares. A part that is plugged in (an evaluator backend)
+declares its own settings as a pydantic model and reads them with ``settings.options(Model)``:
+a field ``openai_base_url`` of that model is ``FAITHJUDGE_OPENAI_BASE_URL`` in the environment
+or ``Settings(openai_base_url=...)`` in code, exactly like a field of ``Settings``. Until a part
+reads them, such values are kept masked (``SecretStr``), so an API key never shows in a repr.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from faithjudge.errors import ConfigError
 
 __all__ = ["Settings"]
+
+_PREFIX = "FAITHJUDGE_"
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 
 def _default_data_dir() -> Path:
@@ -23,11 +37,12 @@ def _default_data_dir() -> Path:
 class Settings(BaseSettings):
     """Everything a deployment may change; each field is ``FAITHJUDGE_<NAME>`` in the env."""
 
-    model_config = SettingsConfigDict(env_prefix="FAITHJUDGE_", extra="ignore")
+    # extra: the settings that plugged-in parts declare (see ``options``)
+    model_config = SettingsConfigDict(env_prefix=_PREFIX, extra="allow")
 
     evaluator: str = "lexicon:v1"
-    """Evaluator spec: ``lexicon:v1`` (offline, the default), ``openai:MODEL``,
-    ``litellm:MODEL`` or ``replay:PATH[#judge]``."""
+    """Evaluator spec ``backend:TARGET``; ``lexicon:v1`` (offline) by default. The backends are
+    those registered in ``faithjudge.evaluators.EVALUATORS``."""
     data_dir: Path = Field(default_factory=_default_data_dir)
     """Where the response cache, the SQLite job store and the API keys file live."""
     cache: bool = True
@@ -37,18 +52,23 @@ class Settings(BaseSettings):
     prompt_set: str = "v1"
     knowledge_base: str = "cxr_vqa"
 
-    openai_base_url: str | None = None
-    """Overrides ``OPENAI_BASE_URL``; any OpenAI-compatible server (vLLM, SGLang, Ollama...)."""
-    openai_api_key: SecretStr | None = None
-    """Overrides ``OPENAI_API_KEY``."""
-    http_transport: str = "aiohttp"
-    """``aiohttp`` (measured faster under high concurrency) or ``httpx``."""
     timeout_s: float = Field(default=60.0, gt=0)
+    """Seconds a judge call may stay silent (no byte from the server) before it times out and
+    is retried. Slow replies are streamed, so this bounds the wait for the next token, not a
+    reply's length; it also bounds the wait of a call queued behind others on the server."""
     max_retries: int = Field(default=5, ge=0, le=20)
     retry_base_s: float = Field(default=1.0, ge=0)
     temperature: float = 0.0
     seed: int | None = 0
     max_tokens: int = Field(default=1024, ge=16)
+    """Most tokens a judge reply may hold; a reply cut there (``finish_reason: length``) fails
+    verification as truncated, and the failure says so."""
+    response_format: Literal["auto", "json_schema", "json_object+schema", "json_object", "none"] = (
+        "auto"
+    )
+    """What the judge is asked to answer in: ``auto`` tries ``json_schema``, then
+    ``json_object`` with the schema attached (llama.cpp), plain ``json_object``, then none,
+    moving on once per server when it refuses one; any other value forces that format."""
 
     batch_poll_s: float = Field(default=5.0, gt=0)
     """First wait between polls of the ``openai-batch`` route (grows while nothing changes)."""
@@ -74,8 +94,9 @@ class Settings(BaseSettings):
 
     # ---------------------------------------------------------------- the REST service
     database_url: str | None = None
-    """Job store: ``postgresql+asyncpg://...`` for several replicas; unset, a SQLite file
-    (``jobs.sqlite3``) in the data directory."""
+    """Job store: ``postgresql://...`` for several replicas; unset, a SQLite file
+    (``jobs.sqlite3``) in the data directory. The URL schemes are those the job stores
+    registered in ``faithjudge.jobs.interface.JOB_STORES`` claim."""
     database_schema: str | None = None
     """PostgreSQL schema of the job tables (it must exist); unset, the connection's default."""
     host: str = "127.0.0.1"
@@ -108,22 +129,40 @@ class Settings(BaseSettings):
 
     @field_validator("database_url")
     @classmethod
-    def _driver(cls, url: str | None) -> str | None:
-        """Plain ``postgresql://`` and ``sqlite:///`` URLs get the drivers FaithJudge ships."""
+    def _database_url(cls, url: str | None) -> str | None:
+        # which schemes a store exists for is the job-store registry's to say, when it opens
         if not url:
             return None
-        scheme, sep, rest = url.partition("://")
-        if not sep:
+        scheme, sep, _ = url.partition("://")
+        if not sep or not scheme:
             raise ValueError(f"not a database URL: {url!r} (postgresql://USER@HOST/DB)")
-        drivers = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
-                   "postgresql+asyncpg": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite",
-                   "sqlite+aiosqlite": "sqlite+aiosqlite"}  # fmt: skip
-        if scheme not in drivers:
-            raise ValueError(
-                f"unsupported database {scheme!r}: use postgresql://USER@HOST/DB (asyncpg) or "
-                "sqlite:///PATH (aiosqlite)"
-            )
-        return f"{drivers[scheme]}://{rest}"
+        return url
+
+    @model_validator(mode="after")
+    def _mask_undeclared(self) -> Settings:
+        extra = self.__pydantic_extra__
+        if extra:
+            for name, value in extra.items():
+                if not isinstance(value, SecretStr):
+                    extra[name] = SecretStr(str(value))
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            _UndeclaredVariables(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> Settings:
@@ -132,11 +171,25 @@ class Settings(BaseSettings):
         try:
             return cls(**overrides)
         except ValidationError as exc:
-            problems = []
-            for error in exc.errors(include_url=False)[:5]:
-                name = ".".join(str(part) for part in error["loc"]) or "settings"
-                problems.append(f"{name} (FAITHJUDGE_{name.upper()}): {error['msg']}")
-            raise ConfigError("invalid setting: " + "; ".join(problems)) from None
+            raise ConfigError("invalid setting: " + _problems(exc)) from None
+
+    def options(self, model: type[OptionsT]) -> OptionsT:
+        """The settings a plugged-in part declares as ``model``: each field ``NAME`` from
+        ``Settings(NAME=...)`` or ``FAITHJUDGE_<NAME>``, else the model's default.
+
+        Raises:
+            ConfigError: a value the model refuses, naming its ``FAITHJUDGE_`` variable.
+        """
+        extra = self.__pydantic_extra__ or {}
+        given = {
+            name: value.get_secret_value() if isinstance(value, SecretStr) else value
+            for name, value in extra.items()
+            if name in model.model_fields
+        }
+        try:
+            return model.model_validate(given)
+        except ValidationError as exc:
+            raise ConfigError("invalid setting: " + _problems(exc)) from None
 
     @property
     def cache_path(self) -> Path:
@@ -151,3 +204,29 @@ class Settings(BaseSettings):
     @property
     def keys_path(self) -> Path:
         return self.api_keys_file or self.data_dir / "api_keys.json"
+
+
+def _problems(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False)[:5]:
+        name = ".".join(str(part) for part in error["loc"]) or "settings"
+        problems.append(f"{name} ({_PREFIX}{name.upper()}): {error['msg']}")
+    return "; ".join(problems)
+
+
+class _UndeclaredVariables(PydanticBaseSettingsSource):
+    """``FAITHJUDGE_*`` variables that name no field of ``Settings``: kept as extra values for the
+    plugged-in parts that declare them (``Settings.options``); the rest are never read."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        fields = set(self.settings_cls.model_fields)
+        found: dict[str, Any] = {}
+        for key, value in os.environ.items():
+            if key.upper().startswith(_PREFIX):
+                name = key[len(_PREFIX) :].lower()
+                if name and name not in fields:
+                    found[name] = value
+        return found

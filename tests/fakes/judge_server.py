@@ -19,9 +19,24 @@ bad_quote           200, score 3 quoting text that is not in the CoT
 ==================  ===========================================================================
 
 The metric comes from ``response_format.json_schema.name`` or, failing that, from the metric
-name (or a ``metric:`` hint) in the system message. ``quote_mode="first_sentence"`` answers
-score 3 quoting the first sentence of the fenced CoT. ``reject_json_schema`` answers any
-``json_schema`` response format with the 400 OpenAI sends for unsupported formats.
+name (or a ``metric:`` hint) in the system message; the metrics are the live catalogue's, and
+every answer fills the metric's own fields with the simplest values its output schema allows.
+``quote_mode="first_sentence"`` answers score 3 quoting the first sentence of the fenced CoT.
+``reject_json_schema`` answers any ``json_schema`` response format with the 400 OpenAI sends
+for unsupported formats.
+``GET /v1/models`` lists ``config.models``; ``config.fault`` applies a fault to every request
+and ``config.drop_system`` ignores the system message, as some chat templates do.
+
+A request with ``stream: true`` gets the answer as server-sent chunks (``chunk_delay_s`` apart;
+usage in a last chunk when ``stream_options.include_usage``). ``serial`` answers one request at
+a time, as a server with one slot does: the others wait without a byte, and one whose client
+went away while it waited is counted in ``counters.abandoned``. ``llama_cpp`` emulates
+llama-cpp-python 0.3 (one request at a time, too): a ``json_schema`` response format gets its
+HTTP 500 with the pydantic error naming ``body.response_format.type``; ``{"type":
+"json_object", "schema": {...}}`` constrains the answer to the schema; without a schema the
+answer is JSON off the schema (an unconstrained small model); and a streamed answer is cut short
+(``[DONE]`` without a ``finish_reason``) as soon as another request waits.
+``counters.by_format`` counts the response formats asked for.
 
 Use ``with run_fake_judge(FakeJudgeConfig(...)) as fake:`` in tests (uvicorn in a thread), or
 ``python -m tests.fakes.judge_server --port P --latency-ms L`` as a separate process.
@@ -31,6 +46,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import re
@@ -45,6 +62,8 @@ from typing import Any, Literal
 
 import orjson
 import uvicorn
+from faithjudge.schemas import judge_output_schema, judge_output_validator, schema_path
+from faithjudge_client.metric_catalogue import metric_names
 
 __all__ = [
     "FAULTS",
@@ -71,10 +90,8 @@ FAULTS = (
     "schema_violation",
     "bad_quote",
 )
-METRIC_NAMES = ("clinical_fidelity", "causal_attribution", "confidence_tone")
 _DIRECTIVE = re.compile(r"\[\[fake:([a-z_]+)(?:\*(\d+))?\]\]")
 _METRIC_HINT = re.compile(r"metric:\s*([a-z_]+)", re.IGNORECASE)
-_METRIC_WORDS = re.compile(r"clinical[_ ]fidelity|causal[_ ]attribution|confidence[_ ]tone", re.I)
 _FENCE = re.compile(
     r"<<<BEGIN UNTRUSTED COT ([A-Za-z0-9_-]+)>>>\n(.*?)\n<<<END UNTRUSTED COT \1>>>", re.DOTALL
 )
@@ -99,7 +116,22 @@ class FakeJudgeConfig:
     api_key: str | None = None
     """When set, a request without ``Authorization: Bearer <api_key>`` gets a 401."""
     models: tuple[str, ...] | None = None
-    """When set, a request for any other model gets a 404 ``model_not_found``."""
+    """When set, a request for any other model gets a 404 ``model_not_found``; ``GET /models``
+    lists these (unset, it lists ``model`` or ``fake-judge``)."""
+    fault: str | None = None
+    """A fault for every request that names none itself (as if each carried the directive)."""
+    drop_system: bool = False
+    """Ignore system messages, for the metric and the prompt-token count, as a chat template
+    without a system role does (llama-cpp-python's ``--chat_format gemma``)."""
+    chunk_delay_s: float = 0.0
+    """Time to generate each chunk of an answer: the pause between the chunks of a streamed
+    one (0: the whole answer in one write); an unstreamed one comes when all are generated."""
+    chunk_chars: int = 16
+    """Characters of the answer per chunk."""
+    serial: bool = False
+    """Answer one chat request at a time; the others wait in silence."""
+    llama_cpp: bool = False
+    """Behave as llama-cpp-python 0.3's server (see the module docstring)."""
 
 
 @dataclass
@@ -113,12 +145,29 @@ class FakeCounters:
     in_flight: int = 0
     max_in_flight: int = 0
     rejected_json_schema: int = 0
+    by_format: Counter[str] = field(default_factory=Counter)
+    """Chat requests by response format: ``json_schema``, ``json_object+schema``,
+    ``json_object``, ``none``."""
+    abandoned: int = 0
+    """Requests (``serial``) whose client went away before their turn came."""
+    cut_short: int = 0
+    """Streamed answers cut short (``llama_cpp``) because another request was waiting."""
 
     def reset(self) -> None:
         self.total = self.in_flight = self.max_in_flight = self.rejected_json_schema = 0
+        self.abandoned = self.cut_short = 0
         self.by_fault.clear()
         self.by_key.clear()
         self.by_metric.clear()
+        self.by_format.clear()
+
+
+# What a middle score with a quote says besides (the other fields keep the schema's simplest
+# value: no omission, no influence, not confident).
+_QUOTED: dict[str, dict[str, Any]] = {
+    "causal_attribution": {"did_acknowledge": True},
+    "confidence_tone": {"confidence_level": "neutral"},
+}
 
 
 def normal_verdict(metric: str, quote: tuple[str, int, int] | None = None) -> dict[str, Any]:
@@ -139,16 +188,57 @@ def normal_verdict(metric: str, quote: tuple[str, int, int] | None = None) -> di
             quote_spans=[[start, end]],
             rationale="Quote [0] supports a middle score.",
         )
-    if metric == "clinical_fidelity":
-        verdict.update(omissions=[], hallucinations=[], has_omission=False, has_hallucination=False)
-        verdict["basis"] = "QSK"
-    elif metric == "causal_attribution":
-        verdict.update(did_acknowledge=quote is not None, claimed_influence="none")
-    else:
-        verdict.update(
-            is_confident=False, confidence_level="neutral" if quote is not None else "very_low"
-        )
-    return verdict
+        verdict.update(_QUOTED.get(metric, {}))
+    return {**_other_fields(metric, str(schema_path(metric)), quote is not None), **verdict}
+
+
+@functools.cache
+def _other_fields(metric: str, _schema_file: str, quoted: bool) -> dict[str, Any]:
+    """The simplest value the output schema of ``metric`` allows for each field besides the
+    common ones (checked once per schema file, with a common part like the real one).
+
+    Raises:
+        ValueError: the schema refuses them (a rule the simple values cannot meet), naming
+            the metric.
+    """
+    schema = judge_output_schema(metric)
+    fields = {name: _simplest(spec) for name, spec in schema.get("properties", {}).items()}
+    sample = dict(fields, abstain=False, abstain_reason=None, score=1, quotes=[],
+                  quote_spans=[], rationale="r")  # fmt: skip
+    if quoted:
+        sample.update(score=3, quotes=["q"], quote_spans=[[0, 1]], **_QUOTED.get(metric, {}))
+    errors = [e.message for e in judge_output_validator(metric).iter_errors(sample)]
+    if errors:
+        raise ValueError(f"the fake judge cannot answer metric {metric!r}: {errors[:3]}")
+    return fields
+
+
+def _simplest(spec: dict[str, Any]) -> Any:
+    if "const" in spec:
+        return spec["const"]
+    enum = [v for v in spec.get("enum", []) if v is not None]
+    if enum:
+        return enum[0]
+    types = spec.get("type", "null")
+    kinds = [types] if isinstance(types, str) else list(types)
+    kind = next((k for k in kinds if k != "null"), "null")
+    if kind == "boolean":
+        return False
+    if kind in ("integer", "number"):
+        return spec.get("minimum", 0)
+    if kind == "string":
+        return "x" * int(spec.get("minLength", 0))
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    return None
+
+
+def _metric_words() -> re.Pattern[str]:
+    """The catalogue's metric names, with a space or an underscore between words."""
+    names = sorted(metric_names(), key=len, reverse=True)
+    return re.compile("|".join(n.replace("_", "[_ ]") for n in names), re.IGNORECASE)
 
 
 def _text_of(content: Any) -> str:
@@ -181,6 +271,8 @@ class FakeJudgeApp:
         self.counters = FakeCounters()
         self.requests: deque[dict[str, Any]] = deque(maxlen=self.config.max_recorded)
         self._ids = 0
+        self._turn: asyncio.Lock | None = None  # the one slot of a serial server
+        self._waiting = 0
 
     def reset(self) -> None:
         self.counters.reset()
@@ -197,6 +289,15 @@ class FakeJudgeApp:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
+        if scope["path"].endswith("/models") and scope["method"] == "GET":
+            key = self.config.api_key
+            if key is not None and dict(scope["headers"]).get(b"authorization") != (
+                f"Bearer {key}".encode()
+            ):
+                return await _respond(send, 401, _error("Incorrect API key provided", "auth"))
+            listed = self.config.models or (self.config.model or "fake-judge",)
+            data = [{"id": name, "object": "model", "owned_by": "fake"} for name in listed]
+            return await _respond(send, 200, {"object": "list", "data": data})
         if not scope["path"].endswith("/chat/completions") or scope["method"] != "POST":
             return await _respond(send, 404, _error("not found", "invalid_request_error"))
         content_type = dict(scope["headers"]).get(b"content-type", b"")
@@ -212,9 +313,39 @@ class FakeJudgeApp:
         counters.in_flight += 1
         counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
         try:
-            await self._complete(b"".join(chunks), receive, send)
+            if config.serial or config.llama_cpp:
+                await self._in_turn(b"".join(chunks), receive, send)
+            else:
+                await self._complete(b"".join(chunks), receive, send)
         finally:
             counters.in_flight -= 1
+
+    async def _in_turn(self, raw: bytes, receive: Receive, send: Send) -> None:
+        """Wait for the one slot in silence, then answer; a request whose client went away
+        meanwhile is counted and dropped."""
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.ensure_future(watch())
+        self._waiting += 1
+        try:
+            async with self._turn:
+                self._waiting -= 1
+                watcher.cancel()
+                if gone.is_set():
+                    self.counters.abandoned += 1
+                    return
+                await self._complete(raw, receive, send)
+        except BaseException:
+            if not watcher.done():
+                watcher.cancel()
+            raise
 
     async def _complete(self, raw: bytes, receive: Receive, send: Send) -> None:
         config, counters = self.config, self.counters
@@ -232,6 +363,11 @@ class FakeJudgeApp:
             await asyncio.sleep(config.latency_s)
 
         response_format = body.get("response_format") or {}
+        asked_in = _format_label(response_format)
+        counters.by_format[asked_in] += 1
+        if config.llama_cpp and asked_in == "json_schema":
+            counters.rejected_json_schema += 1
+            return await _respond(send, 500, _error(_LLAMA_CPP_REFUSAL, "internal_server_error"))
         if config.reject_json_schema and response_format.get("type") == "json_schema":
             counters.rejected_json_schema += 1
             message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported"
@@ -239,6 +375,8 @@ class FakeJudgeApp:
             return await _respond(send, 400, error)
 
         system = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "system")
+        if config.drop_system:
+            system = ""
         user = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "user")
         metric = _metric_of(response_format, system, user)
         if metric is None:
@@ -248,9 +386,10 @@ class FakeJudgeApp:
         counters.by_key[key] += 1
         attempt = counters.by_key[key]
 
-        fault = None
+        fault = config.fault
         directive = _DIRECTIVE.search(user)
         if directive is not None:
+            fault = None
             limit = directive.group(2)
             if limit is None or attempt <= int(limit):
                 fault = directive.group(1)
@@ -279,6 +418,9 @@ class FakeJudgeApp:
             verdict["score"] = 7
         elif fault == "bad_quote":
             verdict.update(score=3, quotes=[_BAD_QUOTE], quote_spans=[[0, len(_BAD_QUOTE)]])
+        if config.llama_cpp and asked_in != "json_object+schema":
+            # nothing constrains a small model to the schema: JSON, but not the verdict's
+            verdict = {"score": 3, "reason": "The reasoning looks fine."}
         content = orjson.dumps(verdict).decode()
         if fault == "not_json":
             content = "I think the score is 4."
@@ -287,6 +429,9 @@ class FakeJudgeApp:
         self._ids += 1
         prompt_tokens = (len(system) + len(user)) // 4
         completion_tokens = max(1, len(content) // 4)
+        if finish == "length":  # a server stops at the limit it was given, and counts it so
+            limit = body.get("max_tokens") or body.get("max_completion_tokens")
+            completion_tokens = limit if isinstance(limit, int) else completion_tokens
         answer = {
             "id": f"chatcmpl-fake-{self._ids}",
             "object": "chat.completion",
@@ -307,21 +452,84 @@ class FakeJudgeApp:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            return await self._stream(send, answer, bool(options.get("include_usage")))
+        if config.chunk_delay_s > 0:  # no byte before the whole answer is generated
+            chunks = -(-len(content) // max(1, config.chunk_chars))
+            await asyncio.sleep(config.chunk_delay_s * chunks)
         await _respond(send, 200, answer)
+
+    async def _stream(self, send: Send, answer: dict[str, Any], include_usage: bool) -> None:
+        """``answer`` as chat-completion chunks, ``config.chunk_delay_s`` apart."""
+        config = self.config
+        choice = answer["choices"][0]
+        content, finish = choice["message"]["content"], choice["finish_reason"]
+        head = {k: answer[k] for k in ("id", "created", "model", "system_fingerprint")}
+        head["object"] = "chat.completion.chunk"
+
+        def event(delta: dict[str, Any], finish_reason: str | None) -> bytes:
+            chunk = {**head, "choices": [{"index": 0, "delta": delta,
+                                          "finish_reason": finish_reason}]}  # fmt: skip
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+        size = max(1, config.chunk_chars)
+        pieces = [content[i : i + size] for i in range(0, len(content), size)] or [""]
+        events = [event({"role": "assistant", "content": pieces[0]}, None)]
+        events += [event({"content": piece}, None) for piece in pieces[1:]]
+        events.append(event({}, finish))
+        if include_usage and not config.llama_cpp:  # llama-cpp-python sends no usage chunk
+            usage = {**head, "choices": [], "usage": answer["usage"]}
+            events.append(b"data: " + orjson.dumps(usage) + b"\n\n")
+        events.append(b"data: [DONE]\n\n")
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if config.chunk_delay_s <= 0 and not config.llama_cpp:
+            await send({"type": "http.response.body", "body": b"".join(events)})
+            return
+        for number, data in enumerate(events):
+            if config.llama_cpp and number > 0 and self._waiting > 0 and data is not events[-1]:
+                # llama-cpp-python's interrupt_requests: a waiting request ends this stream
+                self.counters.cut_short += 1
+                await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+                return
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+            if config.chunk_delay_s > 0:
+                await asyncio.sleep(config.chunk_delay_s)
+        await send({"type": "http.response.body", "body": b""})
 
 
 def _metric_of(response_format: dict[str, Any], system: str, user: str) -> str | None:
+    known = metric_names()
     name = (response_format.get("json_schema") or {}).get("name")
-    if name in METRIC_NAMES:
+    if name in known:
         return str(name)
+    words = _metric_words()
     for text in (system, user):
         hint = _METRIC_HINT.search(text)
-        if hint is not None and hint.group(1).lower() in METRIC_NAMES:
+        if hint is not None and hint.group(1).lower() in known:
             return hint.group(1).lower()
-        word = _METRIC_WORDS.search(text)
+        word = words.search(text)
         if word is not None:
             return word.group().lower().replace(" ", "_")
     return None
+
+
+# What llama-cpp-python 0.3 answers a ``json_schema`` response format with: FastAPI's validation
+# error, turned into an internal server error by its route handler.
+_LLAMA_CPP_REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+    "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': "
+    "{'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line "
+    "376, in create_chat_completion\n    POST /v1/chat/completions"
+)
+
+
+def _format_label(response_format: dict[str, Any]) -> str:
+    kind = response_format.get("type")
+    if kind == "json_object" and isinstance(response_format.get("schema"), dict):
+        return "json_object+schema"
+    return str(kind) if kind else "none"
 
 
 def _error(message: str, kind: str, *, param: str | None = None, code: str | None = None) -> Any:
@@ -441,6 +649,11 @@ def run_fake_judge(
 ) -> Iterator[FakeJudge]:
     """Serve a fake judge from a background thread for the duration of the block."""
     app = FakeJudgeApp(config)
+    for metric in metric_names():
+        # derive each answer's fields before serving: done on a first request, loading and
+        # compiling the schemas takes longer than the short timeouts tests give their clients
+        with contextlib.suppress(ValueError):  # a metric it cannot answer says so when asked
+            normal_verdict(metric)
     with serving(app, host=host, port=port, name="fake judge server") as bound:
         yield FakeJudge(app=app, host=host, port=bound)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from faithjudge.runners.file_runner import parse_line
+from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 
@@ -232,7 +232,7 @@ async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
 ) -> None:
     from faithjudge.jobs.interface import JobStore
     from faithjudge.jobs.worker import done_line
-    from faithjudge.pipeline import input_error_result
+    from faithjudge.request_lines import input_error_result
 
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (app, client):
@@ -298,6 +298,7 @@ async def test_events_report_listing_and_configuration(
                 f"/v1/batches/{ids[0]}/report", params={"format": fmt, "bootstrap": 20}
             )
             assert report.status_code == 200 and marker in report.text
+            assert "Judge: lexicon:v1" in report.text  # every report names its judge
         evaluator = (await client.get("/v1/evaluator")).json()
         assert evaluator["evaluator"] == "lexicon:v1" and len(evaluator["prompt_sha256"]) == 64
         result = ItemResult.model_validate_json(

@@ -74,7 +74,7 @@ def test_keys_create_prints_the_key_once_and_stores_its_hash(tmp_path: Path) -> 
     ("url", "message"),
     [
         ("postgresql://postgres@127.0.0.1:1/test", "cannot open the job store at "
-         "postgresql+asyncpg://postgres@127.0.0.1:1/test: ConnectionRefusedError"),
+         "postgresql://postgres@127.0.0.1:1/test: ConnectionRefusedError"),
         ("mysql://root@127.0.0.1/test", "unsupported database 'mysql'"),
         ("no-scheme-at-all", "not a database URL"),
     ],
@@ -90,10 +90,13 @@ def test_a_database_that_cannot_be_opened_ends_serve_with_one_line(
 
 
 def test_a_plain_postgresql_url_gets_the_shipped_driver() -> None:
+    from faithjudge.jobs.sql_store import driver_url
     from faithjudge.settings import Settings
 
     settings = Settings(database_url="postgresql://postgres@127.0.0.1:5432/test")
-    assert settings.job_store_url == "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-    assert Settings(database_url="sqlite:////tmp/x.db").job_store_url == (
-        "sqlite+aiosqlite:////tmp/x.db"
+    assert driver_url(settings.job_store_url) == (
+        "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
     )
+    assert driver_url("postgres://h/db") == "postgresql+asyncpg://h/db"
+    assert driver_url("sqlite:////tmp/x.db") == "sqlite+aiosqlite:////tmp/x.db"
+    assert driver_url("sqlite+aiosqlite:////tmp/x.db") == "sqlite+aiosqlite:////tmp/x.db"

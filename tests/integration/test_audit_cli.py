@@ -129,7 +129,7 @@ def test_bad_records_exit_3_naming_line_and_field(
 def test_missing_file_and_bad_option(tmp_path: Path) -> None:
     result = _run("audit", tmp_path / "nope.jsonl")
     assert result.exit_code == 3 and "not found" in result.output
-    assert _run("audit", EXAMPLE, "--framework", "moll").exit_code == 2
+    assert _run("audit", EXAMPLE, "--framework", "moll").exit_code == 3  # a usage error
 
 
 def _request(item: str, code: str, answer: str, truth: str = "yes") -> dict[str, Any]:

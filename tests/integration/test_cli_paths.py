@@ -71,7 +71,7 @@ def test_unusable_paths_are_one_line_and_exit_3(
 def test_a_negative_split_seed_is_a_usage_error_not_a_crash(demo: Path, tmp_path: Path) -> None:
     done = _run("split", str(demo), "--dev", "a.jsonl", "--test", "b.jsonl", "--seed", "-1",
                 tmp_path=tmp_path)  # fmt: skip
-    assert done.returncode == 2, done.stderr  # click's usage error
+    assert done.returncode == 3, done.stderr  # a usage error, as on every command
     assert "Traceback" not in done.stderr
 
 
@@ -82,3 +82,33 @@ def test_the_demo_requests_split_with_the_default_strata(demo: Path, tmp_path: P
     lines += (tmp_path / "b.jsonl").read_bytes().count(b"\n")
     assert lines == 6
     assert "no_baseline" in done.stderr  # the request without a baseline has its own stratum
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["score", "--bogus"],
+        ["score", "examples/demo.jsonl"],  # no --output
+        ["report", "--bogus"],
+        ["submit", "--bogus"],
+        ["gate", "--bogus"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_exit_3_on_every_command(args: list[str]) -> None:
+    """A mistyped command line is a "could not run" (3), never click's 2, which ``gate`` uses
+    for a coverage failure; the message still names the option."""
+    done = subprocess.run(
+        [sys.executable, "-m", "faithjudge", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "Usage" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_bare_command_shows_the_help_and_exits_0() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "faithjudge"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    assert "score" in done.stdout + done.stderr

@@ -66,19 +66,45 @@ def test_every_evaluator_call_failing_exits_4(tmp_path: Path) -> None:
     )
     result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{empty_judge}")
     assert result.exit_code == 4, result.output
-    assert "not one grade was judged" in " ".join(result.output.split())
+    assert "not one grade is valid (kb 1, transport 17)" in " ".join(result.output.split())
     assert len(_lines(out)) == len(DEMO.read_text().splitlines())  # every line still answered
+
+
+def _replayed(tmp_path: Path, valid: int) -> Path:
+    """The demo's judge outputs, all but the first ``valid`` of them off the schema."""
+    records = [orjson.loads(x) for x in DEMO_JUDGE.read_bytes().splitlines() if x.strip()]
+    for record in records[valid:]:
+        record["response"] = record["response"] | {"score": 7}
+    path = tmp_path / "judge.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def test_a_run_with_no_valid_grade_exits_4(tmp_path: Path) -> None:
+    """Every grade judged, and every one off the schema: nothing to stand on."""
+    result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{_replayed(tmp_path, 0)}")
+    assert result.exit_code == ExitCode.NOTHING_SCORED, result.output
+    text = " ".join(result.output.split())
+    assert "not one grade is valid (" in text and "schema 17" in text
+    assert all(m["status"] != "valid" for x in _lines(out) for m in x["metrics"].values())
+
+
+def test_one_valid_grade_is_enough_to_exit_0(tmp_path: Path) -> None:
+    result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{_replayed(tmp_path, 1)}")
+    assert result.exit_code == ExitCode.OK, result.output
+    statuses = [m["status"] for x in _lines(out) for m in x["metrics"].values()]
+    assert statuses.count("valid") == 1
 
 
 def test_ctrl_c_exits_5_and_keeps_what_was_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import faithjudge.runtime
+    import faithjudge.event_loop
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(faithjudge.runtime, "run_async", interrupted)
+    monkeypatch.setattr(faithjudge.event_loop, "run_async", interrupted)
     result, _ = _score(tmp_path, DEMO, "--evaluator", f"replay:{DEMO_JUDGE}")
     assert result.exit_code == ExitCode.STOPPED == 5, result.output
     assert "run again to resume" in " ".join(result.output.split())

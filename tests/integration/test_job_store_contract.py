@@ -1,43 +1,134 @@
 """The job-store contract: what any ``JobStore`` must do, run against every implementation.
 
 Each test speaks only the interface of ``faithjudge.jobs.interface`` (rows, states, errors) and
-opens stores through ``open_job_store``; the SQL store runs it on SQLite and on PostgreSQL. A new
-store joins by adding its URL to ``store_url``.
+opens stores through ``open_job_store``. The suite runs once for every URL scheme a registered
+store claims (``JOB_STORES``): the SQL store on SQLite and on PostgreSQL, under each scheme it
+accepts. A store registered for a scheme with no test database in ``_DATABASES`` fails the suite
+until one is added there (the job-store recipe of docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from faithjudge.errors import ConfigError
 from faithjudge.jobs.interface import (
     DONE,
+    JOB_STORES,
     PENDING,
     IdempotencyConflict,
     JobStore,
     LineCounts,
     open_job_store,
+    register_job_store,
+    store_schemes,
 )
 from faithjudge.jobs.worker import done_line
 from faithjudge_client.lines import ItemResult
 
 from tests import fixtures_service
-from tests.fixtures_service import Backend
 
 pytestmark = pytest.mark.anyio
-store_backend = fixtures_service.store_backend
+
+Database = tuple[str, str | None]
+"""A test database: its URL and the PostgreSQL schema to use (None: the default)."""
+
+
+@contextmanager
+def _sqlite(scheme: str, tmp_path: Path) -> Iterator[Database]:
+    yield f"{scheme}:///{tmp_path}/j.db", None
+
+
+@contextmanager
+def _postgres(scheme: str, tmp_path: Path) -> Iterator[Database]:
+    with fixtures_service.postgres_schema() as backend:
+        rest = str(backend.overrides["database_url"]).partition("://")[2]
+        yield f"{scheme}://{rest}", backend.overrides["database_schema"]
+
+
+# Where the suite finds a database for each scheme a store may claim.
+_DATABASES: dict[str, Callable[[str, Path], Any]] = {
+    "sqlite": _sqlite,
+    "sqlite+aiosqlite": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
+    "postgresql+asyncpg": _postgres,
+}
+
+
+@pytest.fixture(params=store_schemes())
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    scheme = request.param
+    if scheme not in _DATABASES:
+        pytest.fail(
+            f"the {scheme!r} scheme of {JOB_STORES.ref(scheme) or JOB_STORES.get(scheme)!r} has "
+            "no test database: add one to _DATABASES in this module"
+        )
+    with _DATABASES[scheme](scheme, tmp_path) as found:
+        yield found
 
 
 @pytest.fixture
-async def store(store_backend: Backend, tmp_path: Path) -> AsyncIterator[JobStore]:
-    url = store_backend.overrides.get("database_url") or f"sqlite+aiosqlite:///{tmp_path}/j.db"
-    opened = await open_job_store(url, schema=store_backend.overrides.get("database_schema"))
+async def store(database: Database) -> AsyncIterator[JobStore]:
+    url, schema = database
+    opened = await open_job_store(url, schema=schema)
     try:
         yield opened
     finally:
         await opened.close()
+
+
+def test_every_registered_scheme_has_a_test_database() -> None:
+    assert set(store_schemes()) <= set(_DATABASES), "add the new scheme to _DATABASES"
+    assert {"sqlite", "postgresql"} <= set(store_schemes())
+
+
+async def test_an_unclaimed_scheme_is_refused_naming_the_claimed_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unsupported database 'mysql'.*sqlite.*postgresql"):
+        await open_job_store("mysql://root@127.0.0.1/test")
+    with pytest.raises(ConfigError, match="not a database URL"):
+        await open_job_store("jobs.sqlite3")
+
+
+async def test_a_store_registered_for_a_scheme_is_opened_by_it() -> None:
+    """The registry is the only place a store is found: a new scheme reaches its class."""
+    opened: list[tuple[str, str | None, bool]] = []
+
+    class Recording:
+        @staticmethod
+        async def open(url: str, *, schema: str | None = None, migrate: bool = True) -> Any:
+            opened.append((url, schema, migrate))
+            return "a store"
+
+    register_job_store(["fjtest"], Recording)
+    try:
+        assert await open_job_store("fjtest://x/y", schema="s", migrate=False) == "a store"
+        with pytest.raises(ValueError, match="'fjtest' is already registered"):
+            register_job_store(["fjtest"], "faithjudge.jobs.sql_store:SqlJobStore")
+    finally:
+        JOB_STORES.unregister("fjtest")
+    assert opened == [("fjtest://x/y", "s", False)]
+
+
+def test_the_stores_are_registered_by_reference_and_imported_when_opened() -> None:
+    code = (
+        "import sys\n"
+        "from faithjudge.jobs.interface import JOB_STORES, store_schemes\n"
+        "assert 'faithjudge.jobs.sql_store' not in sys.modules, 'imported before use'\n"
+        "print(sorted({JOB_STORES.ref(s) for s in store_schemes()}))\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "['faithjudge.jobs.sql_store:SqlJobStore']"
 
 
 async def _batch(store: JobStore, tenant: str = "t1", lines: int = 3, key: str | None = None):

@@ -7,8 +7,11 @@ in the service learns about it, yet it is graded, verified, aggregated, covered 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -195,8 +198,12 @@ def test_a_request_may_name_a_registered_metric_only_while_it_is_registered(
 
 
 def test_the_catalogue_refuses_clashes() -> None:
-    with pytest.raises(ValueError, match="already registered"):
-        register_metric(catalogue.metric_spec("confidence_tone"))
+    tone = catalogue.metric_spec("confidence_tone")
+    assert register_metric(tone) is tone  # the same spec again changes nothing
+    with pytest.raises(ValueError, match="metric 'confidence_tone' is already registered"):
+        register_metric(dataclasses.replace(tone, title="tone"))
+    with pytest.raises(ValueError, match="built in"):
+        register_metric(dataclasses.replace(tone, title="tone"), replace=True)
     with pytest.raises(ValueError, match="label 'CF' is already taken"):
         register_metric(MetricSpec(name="other", label="CF", title="o", schema_file="o.json"))
     with pytest.raises(ValueError, match="calibration role"):
@@ -220,3 +227,9 @@ def test_the_shipped_schemas_list_the_shipped_metrics() -> None:
     for spec in catalogue.metrics():
         assert schemas.schema_path(spec.name).name == spec.schema_file
         assert set(spec.signals) <= set(schemas.load_schema(spec.name)["properties"])
+    # the enums are generated from the catalogue; the generator finds nothing to change
+    check = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "sync_metric_enums.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -10,11 +10,12 @@ import orjson
 import pytest
 from faithjudge.errors import ConfigError, EvaluatorError
 from faithjudge.evaluators import make_evaluator
-from faithjudge.evaluators.base import JudgeRequest, Message
+from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai import OpenAIEvaluator
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.cache import ResponseCache
+from faithjudge.transport.chat import Message
 from faithjudge.transport.providers import LOCAL_API_KEY, make_openai_client
 from faithjudge.transport.resilience import JudgeCaller
 from faithjudge_client.retry import RetryPolicy
@@ -201,12 +202,13 @@ async def test_json_schema_rejection_falls_back_to_json_object(
         caller, _ = caller_for(evaluator, cache=cache)
         before = evaluator.cache_key_material(judge_request("Heart normal."))
         first = await caller.call(judge_request("Heart normal."))
-        assert evaluator.response_format == "json_object"
+        assert evaluator.response_format == "json_object+schema"
         assert fake.counters.rejected_json_schema == 1 and fake.counters.total == 2
-        assert fake.requests[-1]["response_format"] == {"type": "json_object"}
+        with_schema = {"type": "json_object", "schema": SCHEMA}
+        assert fake.requests[-1]["response_format"] == with_schema
         after = evaluator.cache_key_material(judge_request("Heart normal."))
         assert before is not None and after is not None
-        assert after["response_format"] == {"type": "json_object"} != before["response_format"]
+        assert after["response_format"] == with_schema != before["response_format"]
         # cached under what was actually sent: the same request now hits
         again = await caller.call(judge_request("Heart normal."))
         assert again.cached and again.text == first.text and fake.counters.total == 2
@@ -261,6 +263,7 @@ async def test_many_concurrent_calls_overlap(fake: FakeJudge) -> None:
     fake.config.latency_s = 0.3
     client = make_openai_client(base_url=fake.base_url, api_key="test", timeout=10)
     evaluator = OpenAIEvaluator("judge-1", client=client)
+    evaluator.paced = False  # the transport's own overlap; pacing a local server is tested apart
     caller, _ = caller_for(evaluator)
     async with anyio.create_task_group() as group:
         for i in range(100):

@@ -243,7 +243,7 @@ def test_gate_exit_3_or_4_when_the_run_cannot_be_evaluated(tmp_path: Path, case:
     elif case == "nothing_judged":
         down = [x for x in fixture_lines() if "error" in x] * 3
         _jsonl(good, down)
-        expected = "no metric"
+        expected = "grades is valid (transport"
     elif case == "empty":
         good.write_text("", encoding="utf-8")
         expected = "no result lines"
@@ -281,7 +281,7 @@ def test_report_and_gate_agree_on_a_run_with_nothing_scored(tmp_path: Path, case
     reported = _run("report", results, "--md", md, "--json", js, "--bootstrap", "20")
     gated = _run("gate", results, "--config", EXAMPLE_CONFIG)
     assert (reported.exit_code, gated.exit_code) == (4, 4), reported.output + gated.output
-    reason = "no result lines" if case != "input_errors" else "no metric of any line was judged"
+    reason = "no result lines" if case != "input_errors" else "not one of the 15 grades is valid"
     for result in (reported, gated):
         assert f"{results}: " in result.output and reason in " ".join(result.output.split())
     assert "# FaithJudge report" in md.read_text(encoding="utf-8")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 import types
 from typing import Any
 
@@ -85,8 +85,8 @@ def test_litellm_persistent_failure_is_a_per_item_error() -> None:
     assert all(g.finish_reason == "error" and "retries exhausted" in (g.error or "") for g in gens)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("litellm") is not None, reason="litellm installed")
-def test_missing_litellm_extra_says_how_to_install() -> None:
+def test_missing_litellm_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as if the extra were not installed
     with pytest.raises(ConfigError, match=r"faithjudge\[litellm\]"):
         make_backend(BackendConfig("litellm", "gemini/gemini-2.5-flash"))
 

@@ -84,7 +84,10 @@ def test_scripted_model_writes_parseable_schema_valid_lines(
     assert misleading["modification"] == {"code": "TB-RAD", "target_answer": "no"}
     settings = base["metadata"]["sidecar"]["settings"]
     assert settings["backend"] == "transformers"
-    assert settings["device"] == "cpu" and settings["dtype"] == "float32"
+    # "auto" takes the GPU when there is one (bfloat16 there), else the CPU in float32
+    cuda = torch.cuda.is_available()
+    assert settings["device"] == ("cuda" if cuda else "cpu")
+    assert settings["dtype"] == ("bfloat16" if cuda else "float32")
     assert settings["do_sample"] is False and settings["num_beams"] == 1
     assert settings["model_class"] == "LlavaForConditionalGeneration"
     # "no" is not an option of the comparative question: recorded, not guessed.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +19,10 @@ DEMO_JUDGE = ROOT / "examples" / "demo_judge.jsonl"
 runner = CliRunner()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("litellm") is not None, reason="litellm installed")
-def test_the_litellm_install_hint_keeps_its_extra(tmp_path: Path) -> None:
+def test_the_litellm_install_hint_keeps_its_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as if the extra were not installed
     result = runner.invoke(
         app, ["score", str(DEMO), "-o", str(tmp_path / "o.jsonl"), "--evaluator", "litellm:x"]
     )

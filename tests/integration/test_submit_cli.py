@@ -101,7 +101,7 @@ def test_missing_file_and_missing_server_exit_3(tmp_path: Path) -> None:
 
 def test_outputs_without_wait_are_a_usage_error(tmp_path: Path) -> None:
     result = submit(tmp_path / "in.jsonl", "--no-wait", "-o", tmp_path / "o.jsonl")
-    assert result.exit_code == 2
+    assert result.exit_code == 3
 
 
 def test_submit_runs_in_its_own_process(service: str, tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import pytest
 from faithjudge.agreement import validate_judge
 from faithjudge.agreement.halves import split_half_agreement
 from faithjudge.agreement.ratings import JUDGE_COLUMNS
-from faithjudge.agreement.stats import bootstrap_tau_b, bootstrap_tau_b_samples, rng_for
 from faithjudge.errors import UserInputError
+from faithjudge.stats.bootstrap import bootstrap_tau_b, bootstrap_tau_b_samples, rng_for
 
 AXES = ("clinical_fidelity", "causal_attribution", "confidence_tone")
 

@@ -10,20 +10,13 @@ import pandas as pd
 import pytest
 from faithjudge.agreement.calibration import fit_cc_scale, fit_kappa
 from faithjudge.agreement.consensus import build_consensus, reader_calibration, standardize
-from faithjudge.agreement.judge_coverage import (
-    GateThresholds,
-    axis_outcomes,
-    coverage_diagnostics,
-    evaluate_gates,
-    exact_upper,
-    placebo_fpr,
-    trials_needed,
-)
 from faithjudge.agreement.ratings import JUDGE_COLUMNS
 from faithjudge.agreement.report import JudgeReport
 from faithjudge.agreement.screening import screen
 from faithjudge.agreement.split import derive_flip, stratified_split
-from faithjudge.agreement.stats import (
+from faithjudge.agreement.validate import validate_judge
+from faithjudge.errors import UserInputError
+from faithjudge.stats.bootstrap import (
     bootstrap_ratio_samples,
     bootstrap_tau_b,
     kendall_tau_b,
@@ -34,8 +27,15 @@ from faithjudge.agreement.stats import (
     significance_code,
     tau_b_from_counts,
 )
-from faithjudge.agreement.validate import validate_judge
-from faithjudge.errors import UserInputError
+from faithjudge.stats.judge_coverage import (
+    GateThresholds,
+    axis_outcomes,
+    coverage_diagnostics,
+    evaluate_gates,
+    exact_upper,
+    placebo_fpr,
+    trials_needed,
+)
 from scipy.stats import kendalltau
 
 # ----------------------------------------------------------------------------- tau-b

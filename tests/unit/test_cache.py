@@ -124,3 +124,43 @@ def test_file_cache_uses_wal(tmp_path: Path) -> None:
 def test_invalid_batch_size() -> None:
     with pytest.raises(ValueError):
         ResponseCache(":memory:", batch_size=0)
+
+
+def test_why_a_reply_ended_and_its_format_are_kept(tmp_path: Path) -> None:
+    cut = JudgeResponse(text='{"sco', finish_reason="length", response_format="json_object+schema")
+    with ResponseCache(tmp_path / "c.sqlite3", batch_size=1) as cache:
+        cache.put("cut", cut)
+        cache.put("plain", response())
+        pending = cache.get("cut")
+    assert pending is not None and pending.finish_reason == "length"
+    with ResponseCache(tmp_path / "c.sqlite3") as reopened:
+        hit, plain = reopened.get("cut"), reopened.get("plain")
+    assert hit is not None and (hit.finish_reason, hit.response_format) == (
+        "length",
+        "json_object+schema",
+    )
+    assert plain is not None and (plain.finish_reason, plain.response_format) == (None, None)
+
+
+def test_a_cache_written_before_those_columns_is_read_and_extended(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, model TEXT, "
+        "fingerprint TEXT, prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER "
+        "NOT NULL DEFAULT 0, created_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    old.execute("INSERT INTO responses VALUES ('k', 'old text', 'm', NULL, 3, 4, 0)")
+    old.execute("PRAGMA user_version=1")
+    old.commit()
+    old.close()
+    with ResponseCache(path) as cache:
+        hit = cache.get("k")
+        assert hit is not None and (hit.text, hit.usage.completion_tokens) == ("old text", 4)
+        assert hit.finish_reason is None
+        cache.put("new", JudgeResponse(text="t", finish_reason="stop"))
+        again = cache.get("new")
+        assert again is not None and again.finish_reason == "stop"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    conn.close()

@@ -1,39 +1,64 @@
-"""The import layers: no package-level cycle, and the transport below the pipeline.
+"""The layer map of docs/ARCHITECTURE.md, enforced module by module.
 
-Every ``import`` in ``service/`` and ``clients/`` counts, at module level and inside functions;
-imports under ``if TYPE_CHECKING:`` do not (they never run). A module belongs to the package
-named by the first two parts of its path (``faithjudge.api.routes`` -> ``faithjudge.api``), and the
-graph of those packages must have no cycle. ``service/faithjudge/transport/`` may import the
-standard
-library, third-party libraries, itself and two leaf modules (``faithjudge.errors``,
-``faithjudge.private_files``, which import nothing of FaithJudge): nothing of the pipeline.
+The "may import" table of ``docs/ARCHITECTURE.md`` is the data: one row per module or package
+(its path in the first column), and in the last column the FaithJudge modules and packages it
+may import, as dotted names in backticks. Every module of ``service/faithjudge/`` and
+``clients/faithjudge_client/`` matches its most specific row (a module's own row before its
+package's), and each of its imports of ``faithjudge`` or ``faithjudge_client`` must be its own
+row's, one of its enclosing packages (they ran before it), or named in that last column. A
+column that says "the standard library only" refuses third-party imports as well.
+
+Every import counts, at module level and inside functions; imports under ``if TYPE_CHECKING:``
+do not (they never run). On top of the table, no module may reach itself through its imports
+(file-level cycles) and no package through its modules' imports (package-level cycles).
 """
 
 from __future__ import annotations
 
 import ast
-import graphlib
+import re
+import subprocess
+import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+ROOTS = (ROOT / "service", ROOT / "clients")
 TOPS = ("faithjudge", "faithjudge_client")
-SOURCES = (ROOT / "service", ROOT / "clients")
-FIRST_PARTY = {"faithjudge", "faithjudge_client", "benchmarks", "tests"}
-TRANSPORT = "faithjudge.transport"
-TRANSPORT_MAY_IMPORT = (
-    "faithjudge.errors",
-    "faithjudge.private_files",
-    "faithjudge_client.retry",
-    "faithjudge_client.errors",
-    TRANSPORT,
-)
 
-Edges = dict[tuple[str, str], list[str]]
-"""(importing package, imported package) -> the import sites, as ``path:line``."""
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the imported module (or package), resolved to one that exists
+    site: str  # ``path:line``
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    key: str  # dotted name of the module or package
+    package: bool  # a folder: the row covers every module under it
+    allowed: tuple[str, ...]
+    stdlib_only: bool
+    where: str  # ``ARCHITECTURE.md:line``, for messages
+
+    def covers(self, module: str) -> bool:
+        return module == self.key or (self.package and module.startswith(self.key + "."))
+
+    def allows(self, module: str, target: str) -> bool:
+        if self.covers(target) or module.startswith(target + "."):
+            return True
+        return any(target == ok or target.startswith(ok + ".") for ok in self.allowed)
+
+
+# --- the modules and their imports ---------------------------------------------------------------
 
 
 def _module_name(root: Path, path: Path) -> str:
@@ -41,9 +66,13 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_module(root: Path, dotted: str) -> bool:
-    base = root.joinpath(*dotted.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+def _module_file(roots: Sequence[Path], dotted: str) -> Path | None:
+    for root in roots:
+        base = root.joinpath(*dotted.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 def _type_checking_only(tree: ast.AST) -> set[int]:
@@ -59,9 +88,12 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def imports_of(root: Path, path: Path) -> Iterator[tuple[str, int]]:
-    """(imported module, line) for every import of ``path`` that runs."""
-    module = _module_name(root, path)
+def _raw_imports(module: str, path: Path, roots: Sequence[Path]) -> Iterator[tuple[str, int]]:
+    """(imported name, line) for every import of ``path`` that runs.
+
+    ``from pkg import mod`` imports the module ``pkg.mod`` (the package ran already);
+    ``from pkg import name`` imports ``pkg`` itself.
+    """
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     skipped = _type_checking_only(tree)
@@ -77,80 +109,312 @@ def imports_of(root: Path, path: Path) -> Iterator[tuple[str, int]]:
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            yield target, node.lineno
+            names_only = False
             for alias in node.names:
-                # ``from faithjudge import errors`` imports the module faithjudge.errors
-                if _is_module(root, f"{target}.{alias.name}"):
+                if _module_file(roots, f"{target}.{alias.name}") is not None:
                     yield f"{target}.{alias.name}", node.lineno
+                else:
+                    names_only = True
+            if names_only:
+                yield target, node.lineno
 
 
-def package_of(module: str) -> str:
-    return ".".join(module.split(".")[:2])
+def collect_imports(
+    base: Path, roots: Sequence[Path], tops: Sequence[str]
+) -> tuple[dict[str, Path], list[Import], list[Import]]:
+    """The modules under ``roots``/``tops``, their first-party imports and their others.
+
+    A first-party name that is not a module itself (``import pkg.mod.attr``) is resolved to the
+    nearest module that holds it.
+    """
+    modules: dict[str, Path] = {}
+    for root in roots:
+        for top in tops:
+            for path in sorted((root / top).rglob("*.py")):
+                modules[_module_name(root, path)] = path
+    first_party: list[Import] = []
+    others: list[Import] = []
+    for module, path in modules.items():
+        for name, line in _raw_imports(module, path, roots):
+            site = f"{path.relative_to(base)}:{line}"
+            if name.split(".")[0] not in tops:
+                others.append(Import(module, name, site))
+                continue
+            target = name
+            while target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            first_party.append(Import(module, target, site))
+    return modules, first_party, others
 
 
-def package_edges(root: Path, tops: tuple[str, ...]) -> Edges:
-    edges: Edges = defaultdict(list)
-    for top in tops:
-        if not (root / top).is_dir():
-            continue
-        for path in sorted((root / top).rglob("*.py")):
-            source = package_of(_module_name(root, path))
-            for target, line in imports_of(root, path):
-                if target.split(".")[0] not in tops:
-                    continue
-                imported = package_of(target)
-                site = f"{path.relative_to(root)}:{line}"
-                if imported != source and site not in edges[source, imported]:
-                    edges[source, imported].append(site)
-    return edges
+# --- the table -----------------------------------------------------------------------------------
 
 
-def find_cycle(edges: Edges) -> list[str] | None:
-    """One package-level cycle (first node repeated at the end), or None."""
-    graph: dict[str, set[str]] = defaultdict(set)
-    for source, imported in edges:
-        graph[source].add(imported)
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as exc:
-        return list(exc.args[1])
-    return None
+def read_table(text: str, base: Path, roots: Sequence[Path], source: str) -> list[Row]:
+    """The rows of the table whose last column is "may import"; a malformed row fails here."""
+    rows: list[Row] = []
+    lines = text.splitlines()
+    header = next(
+        (
+            n
+            for n, line in enumerate(lines)
+            if line.startswith("|") and line.rstrip("| ").lower().endswith("may import")
+        ),
+        None,
+    )
+    assert header is not None, f"{source}: no table with a 'may import' column"
+    for n in range(header + 2, len(lines)):
+        line = lines[n]
+        if not line.startswith("|"):
+            break
+        where = f"{source}:{n + 1}"
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        paths = re.findall(r"`([^`]+)`", cells[0])
+        assert len(paths) == 1, f"{where}: the first column must name one path, got {cells[0]!r}"
+        rows.append(_row(paths[0], cells[-1], base, roots, where))
+    assert rows, f"{source}: the 'may import' table has no rows"
+    return rows
 
 
-def describe(cycle: list[str], edges: Edges) -> str:
-    # graphlib lists the cycle against the dependency direction: each node is imported by the next
-    steps = list(zip(cycle[1:], cycle[:-1], strict=True))
+def _row(path_text: str, allowed_cell: str, base: Path, roots: Sequence[Path], where: str) -> Row:
+    path = base / path_text
+    root = next((r for r in roots if path.is_relative_to(r)), None)
+    assert root is not None and path.exists(), (
+        f"{where}: {path_text} is not a module or folder of {', '.join(str(r) for r in roots)}"
+    )
+    package = path.is_dir()
+    key = ".".join(path.relative_to(root).parts) if package else _module_name(root, path)
+    allowed = tuple(re.findall(r"`([^`]+)`", allowed_cell))
+    for name in allowed:
+        assert _DOTTED.fullmatch(name) and _module_file(roots, name) is not None, (
+            f"{where}: may-import entry `{name}` is not a module or package"
+        )
+    stdlib_only = "standard library only" in allowed_cell.lower()
+    return Row(key, package, allowed, stdlib_only, where)
+
+
+def row_of(rows: Sequence[Row], module: str) -> Row | None:
+    """The most specific row that covers ``module``."""
+    matching = [row for row in rows if row.covers(module)]
+    return max(matching, key=lambda row: len(row.key), default=None)
+
+
+def layer_violations(
+    rows: Sequence[Row], modules: dict[str, Path], first_party: list[Import], others: list[Import]
+) -> list[str]:
+    problems = [
+        f"{module} has no row in the table" for module in modules if not row_of(rows, module)
+    ]
+    for imp in first_party:
+        row = row_of(rows, imp.source)
+        if row is not None and not row.allows(imp.source, imp.target):
+            problems.append(
+                f"{imp.site}: {imp.source} imports {imp.target}, which its row "
+                f"({row.key}, {row.where}) does not allow"
+            )
+    stdlib = sys.stdlib_module_names
+    for imp in others:
+        row = row_of(rows, imp.source)
+        if row is not None and row.stdlib_only and imp.target.split(".")[0] not in stdlib:
+            problems.append(
+                f"{imp.site}: {imp.source} imports {imp.target}, but its row ({row.where}) "
+                "allows the standard library only"
+            )
+    return problems
+
+
+# --- cycles --------------------------------------------------------------------------------------
+
+Graph = dict[str, dict[str, list[str]]]
+"""importer -> imported -> the import sites."""
+
+
+def graph_of(imports: Sequence[Import], depth: int = 0) -> Graph:
+    """The import graph of modules, or of packages (the first ``depth`` name parts) if given."""
+    graph: Graph = defaultdict(lambda: defaultdict(list))
+    for imp in imports:
+        source, target = imp.source, imp.target
+        if depth:
+            source = ".".join(source.split(".")[:depth])
+            target = ".".join(target.split(".")[:depth])
+        if source != target:
+            graph[source][target].append(imp.site)
+    return graph
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, {}):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def describe(component: Sequence[str], graph: Graph) -> str:
+    members = set(component)
     return "\n".join(
-        f"  {a} imports {b} at {', '.join(edges.get((a, b), ['?'])[:3])}" for a, b in steps
+        f"  {a} imports {b} at {', '.join(graph[a][b][:3])}"
+        for a in component
+        for b in sorted(graph.get(a, {}))
+        if b in members
     )
 
 
-def test_no_package_level_import_cycle() -> None:
-    edges: Edges = defaultdict(list)
-    for source in SOURCES:
-        for key, sites in package_edges(source, TOPS).items():
-            edges[key].extend(sites)
-    # the walk saw the tree: the pipeline reaches the evaluators through the transport
-    assert ("faithjudge.pipeline", TRANSPORT) in edges
-    assert ("faithjudge.evaluators", TRANSPORT) in edges
-    cycle = find_cycle(edges)
-    assert cycle is None, "package-level import cycle:\n" + describe(cycle, edges)
+# --- the real tree against the real table --------------------------------------------------------
 
 
-def test_transport_imports_nothing_of_the_pipeline() -> None:
-    files = sorted((ROOT / "service" / "faithjudge" / "transport").rglob("*.py"))
-    assert files, "service/faithjudge/transport/ is missing"
-    offending = [
-        f"{path.relative_to(ROOT)}:{line} imports {target}"
-        for path in files
-        for target, line in imports_of(ROOT / "service", path)
-        if target.split(".")[0] in FIRST_PARTY
-        and not any(target == ok or target.startswith(ok + ".") for ok in TRANSPORT_MAY_IMPORT)
+@pytest.fixture(scope="module")
+def tree() -> tuple[dict[str, Path], list[Import], list[Import]]:
+    return collect_imports(ROOT, ROOTS, TOPS)
+
+
+@pytest.fixture(scope="module")
+def table() -> list[Row]:
+    return read_table(ARCHITECTURE.read_text(encoding="utf-8"), ROOT, ROOTS, "ARCHITECTURE.md")
+
+
+def test_the_table_is_the_one_read(
+    table: list[Row], tree: tuple[dict[str, Path], list[Import], list[Import]]
+) -> None:
+    modules, first_party, _ = tree
+    rows = {module: row_of(table, module) for module in modules}
+    # a row that exists, read with its column, and an edge it allows that the walk saw
+    transport = rows["faithjudge.transport.resilience"]
+    assert transport is not None and transport.key == "faithjudge.transport" and transport.package
+    assert "faithjudge.errors" in transport.allowed
+    pipeline = rows["faithjudge.pipeline"]
+    assert pipeline is not None and pipeline.key == "faithjudge.pipeline"
+    assert pipeline.allows("faithjudge.pipeline", "faithjudge.transport.resilience")
+    assert "faithjudge.transport.resilience" in {
+        i.target for i in first_party if i.source == "faithjudge.pipeline"
+    }
+    # the most specific row wins: the client's wire contracts have their own
+    lines, sdk = rows["faithjudge_client.lines"], rows["faithjudge_client.client"]
+    assert lines is not None and lines.key == "faithjudge_client.lines"
+    assert sdk is not None and sdk.key == "faithjudge_client"
+
+
+def test_every_import_is_one_its_row_allows(
+    table: list[Row], tree: tuple[dict[str, Path], list[Import], list[Import]]
+) -> None:
+    problems = layer_violations(table, *tree)
+    assert not problems, "imports outside the layer map of docs/ARCHITECTURE.md:\n" + "\n".join(
+        problems
+    )
+
+
+def test_no_file_level_import_cycle(
+    tree: tuple[dict[str, Path], list[Import], list[Import]],
+) -> None:
+    graph = graph_of(tree[1])
+    found = cycles(graph)
+    assert not found, "file-level import cycles:\n" + "\n\n".join(describe(c, graph) for c in found)
+
+
+def test_no_package_level_import_cycle(
+    tree: tuple[dict[str, Path], list[Import], list[Import]],
+) -> None:
+    graph = graph_of(tree[1], depth=2)
+    assert "faithjudge.transport" in graph["faithjudge.pipeline"]
+    found = cycles(graph)
+    assert not found, "package-level import cycles:\n" + "\n\n".join(
+        describe(c, graph) for c in found
+    )
+
+
+def test_the_client_imports_nothing_of_the_service(
+    table: list[Row], tree: tuple[dict[str, Path], list[Import], list[Import]]
+) -> None:
+    _, first_party, _ = tree
+    client_imports = [i for i in first_party if i.source.split(".")[0] == "faithjudge_client"]
+    assert client_imports, "the walk saw no import of clients/faithjudge_client/"
+    reaching = [
+        f"{i.site} imports {i.target}"
+        for i in client_imports
+        if i.target.split(".")[0] == "faithjudge"
     ]
-    assert not offending, "the transport reaches above its layer:\n" + "\n".join(offending)
+    assert not reaching, "the SDK reaches into the service:\n" + "\n".join(reaching)
+    # nor may its rows let it
+    client_rows = [row for row in table if row.key.split(".")[0] == "faithjudge_client"]
+    assert {row.key for row in client_rows} >= {"faithjudge_client", "faithjudge_client.lines"}
+    allowing = [
+        row.where for row in client_rows for a in row.allowed if a.startswith("faithjudge.")
+    ]
+    assert not allowing, f"rows letting the SDK import the service: {allowing}"
 
 
-# --- the checker itself, on a small synthetic tree -------------------------------------------
+_SCORER = ("faithjudge.pipeline", "faithjudge.evaluators")
+
+
+@pytest.mark.parametrize(
+    ("module", "forbidden"),
+    [
+        ("faithjudge.reports.gate", _SCORER),
+        ("faithjudge.agreement", _SCORER),
+        ("faithjudge.audits", _SCORER),
+        ("faithjudge.sidecar.cli", (*_SCORER, "faithjudge.runtime", "faithjudge.runners")),
+    ],
+)
+def test_a_module_loads_nothing_above_its_layer(module: str, forbidden: tuple[str, ...]) -> None:
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # ``import time: self [us] | cumulative | imported package`` (nesting shown by indent)
+    loaded = {
+        line.rsplit("|", 1)[1].strip()
+        for line in run.stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+    assert module in loaded, run.stderr[-2000:]
+    pulled = sorted(m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden))
+    assert not pulled, f"import {module} loads {', '.join(pulled)}"
+
+
+# --- the checker itself, on a small synthetic tree and table -------------------------------------
+
+TOY_TABLE = """\
+# Layers
+
+| module or package | what it is | may import |
+|---|---|---|
+| `src/app/low/` | the bottom | the standard library only |
+| `src/app/mid.py` | between | `app.low` |
+| `src/app/high/` | the top | `app.mid`, `app.low.core` |
+| `src/app/high/special.py` | a module with a narrower row | `app.low.core` |
+| `src/app/__init__.py` | the package | nothing |
+
+After the table.
+"""
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -166,33 +430,97 @@ def toy(tmp_path: Path) -> Path:
     return _tree(
         tmp_path,
         {
-            "app/__init__.py": "",
-            "app/low/__init__.py": "",
-            "app/low/core.py": "import json\n",
-            "app/high/__init__.py": "from .view import show\n",
-            "app/high/view.py": "from ..low import core\n\ndef show():\n    return core\n",
+            "src/app/__init__.py": "",
+            "src/app/low/__init__.py": "",
+            "src/app/low/core.py": "import json\n",
+            "src/app/low/extra.py": "from . import core\n",
+            "src/app/mid.py": "from app.low import extra\n",
+            "src/app/high/__init__.py": "from .view import show\n",
+            "src/app/high/view.py": (
+                "from ..low import core\nfrom app import mid\n\ndef show():\n    return core\n"
+            ),
+            "src/app/high/special.py": "import app.low.core\n",
         },
     )
 
 
-def test_checker_resolves_relative_and_package_imports(toy: Path) -> None:
-    edges = package_edges(toy, ("app",))
-    assert set(edges) == {("app.high", "app.low")}
-    assert edges["app.high", "app.low"] == ["app/high/view.py:1"]
-    assert find_cycle(edges) is None
+def _check(base: Path, table: str = TOY_TABLE) -> tuple[list[str], list[list[str]]]:
+    roots = (base / "src",)
+    modules, first_party, others = collect_imports(base, roots, ("app",))
+    rows = read_table(table, base, roots, "MAP.md")
+    return layer_violations(rows, modules, first_party, others), cycles(graph_of(first_party))
 
 
-def test_checker_finds_a_cycle_through_a_function_level_import(toy: Path) -> None:
-    (toy / "app/low/core.py").write_text("def late():\n    from app.high.view import show\n")
-    edges = package_edges(toy, ("app",))
-    cycle = find_cycle(edges)
-    assert cycle is not None and set(cycle) == {"app.high", "app.low"}
-    assert "app/low/core.py:2" in describe(cycle, edges)
+def test_checker_passes_a_tree_that_keeps_its_map(toy: Path) -> None:
+    problems, found = _check(toy)
+    assert problems == [] and found == []
+    _, first_party, _ = collect_imports(toy, (toy / "src",), ("app",))
+    edges = {(i.source, i.target) for i in first_party}
+    # relative imports, ``from pkg import module`` and ``import a.b.c`` all resolve to modules
+    assert ("app.high.view", "app.low.core") in edges
+    assert ("app.high.view", "app.mid") in edges
+    assert ("app.high", "app.high.view") in edges
+    assert ("app.high.special", "app.low.core") in edges
+    assert ("app.low.extra", "app.low.core") in edges
+
+
+def test_checker_fails_on_a_new_upward_import(toy: Path) -> None:
+    late = "import json\n\ndef late():\n    from app.mid import x\n"
+    (toy / "src/app/low/core.py").write_text(late)
+    problems, _ = _check(toy)
+    assert len(problems) == 1
+    assert problems[0].startswith("src/app/low/core.py:4: app.low.core imports app.mid")
+    assert "MAP.md:5" in problems[0]
+
+
+def test_checker_matches_the_most_specific_row(toy: Path) -> None:
+    # ``app.mid`` is allowed to the package ``app.high`` but not to its narrower row
+    (toy / "src/app/high/special.py").write_text("import app.low.core\nfrom app import mid\n")
+    problems, _ = _check(toy)
+    assert problems == [
+        "src/app/high/special.py:2: app.high.special imports app.mid, which its row "
+        "(app.high.special, MAP.md:8) does not allow"
+    ]
+
+
+def test_checker_refuses_third_party_where_the_row_says_standard_library_only(toy: Path) -> None:
+    (toy / "src/app/low/core.py").write_text("import json\nimport numpy\n")
+    problems, _ = _check(toy)
+    assert len(problems) == 1 and "imports numpy" in problems[0]
+    assert "standard library only" in problems[0]
 
 
 def test_checker_ignores_type_checking_imports_but_not_their_else(toy: Path) -> None:
     guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.high import view\n"
-    (toy / "app/low/core.py").write_text(guarded)
-    assert find_cycle(package_edges(toy, ("app",))) is None
-    (toy / "app/low/core.py").write_text(guarded + "else:\n    import app.high\n")
-    assert find_cycle(package_edges(toy, ("app",))) is not None
+    (toy / "src/app/low/core.py").write_text(guarded)
+    assert _check(toy) == ([], [])
+    (toy / "src/app/low/core.py").write_text(guarded + "else:\n    import app.high.view\n")
+    problems, found = _check(toy)
+    assert len(problems) == 1 and "app.low.core imports app.high.view" in problems[0]
+    assert found  # and high.view imports low.core: a cycle
+
+
+def test_checker_fails_on_a_file_level_cycle_inside_one_package(toy: Path) -> None:
+    # both modules are in app.low: no package-level cycle, no layer broken, still a cycle
+    late = "import json\n\ndef late():\n    from . import extra\n"
+    (toy / "src/app/low/core.py").write_text(late)
+    problems, found = _check(toy)
+    assert problems == []
+    assert found == [["app.low.core", "app.low.extra"]]
+    _, first_party, _ = collect_imports(toy, (toy / "src",), ("app",))
+    assert cycles(graph_of(first_party, depth=2)) == []
+    text = describe(found[0], graph_of(first_party))
+    assert "app.low.core imports app.low.extra at src/app/low/core.py:4" in text
+    assert "app.low.extra imports app.low.core at src/app/low/extra.py:1" in text
+
+
+def test_checker_fails_on_a_module_without_a_row_and_on_a_row_without_a_module(toy: Path) -> None:
+    _tree(toy, {"src/app/loose.py": "import json\n"})
+    problems, _ = _check(toy)
+    assert problems == ["app.loose has no row in the table"]
+    renamed = TOY_TABLE.replace("`src/app/mid.py`", "`src/app/middle.py`")
+    with pytest.raises(AssertionError, match=r"MAP.md:6: src/app/middle.py is not a module"):
+        _check(toy, renamed)
+    misspelt = TOY_TABLE.replace("`app.mid`, ", "`app.midd`, ")
+    with pytest.raises(AssertionError, match=r"MAP.md:7: may-import entry `app.midd`"):
+        _check(toy, misspelt)

@@ -11,13 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from faithjudge.agreement.judge_coverage import axis_outcomes, coverage_diagnostics
 from faithjudge.agreement.ratings import load_judge_results
 from faithjudge.reports import gate as gating
 from faithjudge.reports.io import iter_results
 from faithjudge.reports.report import build_report
 from faithjudge.reports.table import item_table
-from faithjudge.runners.file_runner import RunSummary
+from faithjudge.runners.file_runner import ScoreFileSummary
+from faithjudge.stats.judge_coverage import axis_outcomes, coverage_diagnostics
 from faithjudge_client.lines import ItemResult
 
 from tests.unit.test_reports_aggregate import fixture_lines
@@ -36,7 +36,7 @@ def results_file(tmp_path: Path) -> Path:
 
 
 def test_the_summary_the_report_the_gate_and_validation_agree(results_file: Path) -> None:
-    summary = RunSummary()
+    summary = ScoreFileSummary()
     for raw in results_file.read_bytes().splitlines():
         summary.add(ItemResult.model_validate_json(raw))
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import orjson
 import pytest
 from faithjudge.errors import ConfigError, EvaluatorError, UserInputError
-from faithjudge.evaluators import EVALUATOR_FACTORIES, make_evaluator
-from faithjudge.evaluators.base import Evaluator, JudgeRequest, Message
+from faithjudge.evaluators import EVALUATORS, make_evaluator, register_evaluator
+from faithjudge.evaluators.base import Evaluator, JudgeRequest
 from faithjudge.evaluators.replay import ReplayEvaluator
+from faithjudge.transport.chat import Message
 from faithjudge.transport.resilience import JudgeCaller
 
 pytestmark = pytest.mark.anyio
@@ -147,11 +148,15 @@ def test_unknown_backend_lists_the_known_ones() -> None:
 
 
 def test_registry_is_extensible(recorded: Path) -> None:
-    EVALUATOR_FACTORIES["echo"] = lambda target, settings: ReplayEvaluator(target)
+    register_evaluator("echo", lambda target, settings: ReplayEvaluator(target))
     try:
         assert make_evaluator(f"echo:{recorded}").id == "replay:judge.jsonl"
+        with pytest.raises(ValueError, match="'echo' is already registered"):
+            register_evaluator("echo", lambda target, settings: ReplayEvaluator(target))
     finally:
-        del EVALUATOR_FACTORIES["echo"]
+        EVALUATORS.unregister("echo")
+    with pytest.raises(UserInputError, match="unknown evaluator"):
+        make_evaluator(f"echo:{recorded}")
 
 
 def test_identical_repeats_are_accepted_and_other_judges_conflicts_ignored(tmp_path: Path) -> None:

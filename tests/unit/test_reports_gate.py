@@ -188,8 +188,22 @@ def test_unevaluable_reason() -> None:
     assert g.unevaluable_reason(item_table([])) is not None
     transport = [x for x in fixture_lines() if "error" in x]
     items = item_table(ItemResult.model_validate_json(json.dumps(x)) for x in transport)
-    assert "no metric" in (g.unevaluable_reason(items) or "")
+    assert "grades is valid (transport " in (g.unevaluable_reason(items) or "")
     assert g.unevaluable_reason(_report().items) is None
+    # every line judged, not one grade valid: nothing to stand on either
+    judged = [json.loads(json.dumps(x)) for x in fixture_lines() if "error" not in x]
+    for line in judged:
+        for graded in line.get("metrics", {}).values():
+            graded.update(
+                status="invalid",
+                score=None,
+                normalized=None,
+                quotes=[],
+                failure={"stage": "schema", "detail": "score: 7 is too big"},
+            )
+    items = item_table(ItemResult.model_validate_json(json.dumps(x)) for x in judged)
+    reason = g.unevaluable_reason(items) or ""
+    assert reason.startswith("not one of the ") and "(schema " in reason
 
 
 def test_unshared_reason() -> None:

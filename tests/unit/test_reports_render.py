@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from faithjudge.markup import md_escape
 from faithjudge.reports.render_html import highlight, report_html
-from faithjudge.reports.render_md import md_escape, report_markdown
+from faithjudge.reports.render_md import report_markdown
 from faithjudge.reports.report import build_report, report_json
 from faithjudge.reports.table import item_table
 from faithjudge_client.lines import ItemResult

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from faithjudge.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
-from faithjudge.reports.resample import bootstrap_means, pattern_ids
+from faithjudge.stats.bootstrap import bootstrap_ratio_samples, percentile_interval, rng_for
+from faithjudge.stats.resample import bootstrap_means, pattern_ids
 
 from benchmarks.report_scale import generate, run_report
 

@@ -12,9 +12,10 @@ from typing import Any
 import anyio
 import pytest
 from faithjudge.errors import ConfigError, EvaluatorError
-from faithjudge.evaluators.base import Evaluator, JudgeRequest, Message
-from faithjudge.transport.base import JudgeResponse
+from faithjudge.evaluators.base import Evaluator, JudgeRequest
+from faithjudge.transport.base import JudgeResponse, RequestChanged
 from faithjudge.transport.cache import ResponseCache, cache_key
+from faithjudge.transport.chat import Message
 from faithjudge.transport.resilience import JudgeCaller
 from faithjudge_client.retry import RetryPolicy, parse_retry_after
 
@@ -278,22 +279,55 @@ async def test_failures_are_not_cached() -> None:
         assert (await caller.call(request())).text == "later"
 
 
-async def test_cache_entry_uses_the_key_of_what_was_sent() -> None:
-    """A backend that changes its wire format mid-call is cached under the new format."""
+class Switching(Scripted):
+    """Its server refuses ``json_schema``: the first call learns so and says the request
+    changed, as the chat backends do."""
 
-    class Switching(Scripted):
-        async def judge(self, request: JudgeRequest) -> JudgeResponse:
+    async def judge(self, request: JudgeRequest) -> JudgeResponse:
+        if self.format == "json_schema":
+            self.calls += 1
             self.format = "json_object"
-            return await super().judge(request)
+            raise RequestChanged("the server refuses json_schema")
+        return await super().judge(request)
 
+
+async def test_cache_entry_uses_the_key_of_what_was_sent() -> None:
+    """A backend that changes its wire format is cached under the format it sent."""
     evaluator = Switching()
     with ResponseCache(":memory:") as cache:
         caller, _ = make_caller(evaluator, cache=cache)
-        await caller.call(request())
+        first = await caller.call(request())
+        assert (first.attempts, caller.stats.rekeyed) == (1, 1)
         material = evaluator.cache_key_material(request())
         assert material is not None and cache.get(cache_key(material)) is not None
+        old = {**material, "fmt": "json_schema"}
+        assert cache.get(cache_key(old)) is None
         assert (await caller.call(request())).cached
-    assert evaluator.calls == 1
+    assert evaluator.calls == 2
+
+
+async def test_a_changed_request_is_looked_up_again_before_it_is_sent() -> None:
+    """Its answer already cached under the new format, the request is not sent again; and a
+    request keyed in the old format while waiting for the limiter is keyed again too."""
+    with ResponseCache(":memory:") as cache:
+        cache.put(
+            cache_key({"messages": [["system", "grade"], ["user", "cot"]], "fmt": "json_object"}),
+            JudgeResponse(text='{"score": 2}'),
+        )
+        evaluator = Switching()
+        caller, _ = make_caller(evaluator, cache=cache, limiter=anyio.CapacityLimiter(1))
+        responses: list[JudgeResponse] = []
+
+        async def one(text: str) -> None:
+            responses.append(await caller.call(request(text)))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, "cot")
+            group.start_soon(one, "other")
+        by_text = sorted((r.text, r.cached) for r in responses)
+        assert by_text == [('{"score": 1}', False), ('{"score": 2}', True)]
+        # the refused call, then only "other" in the new format: "cot" was in the cache
+        assert evaluator.calls == 2 and caller.stats.rekeyed == 2
 
 
 async def test_identical_requests_in_flight_share_one_call() -> None:

@@ -776,6 +776,8 @@ def valid_results() -> list[Doc]:
             | {"prompt_sha256": "x", "schema_version": "1.0", "service_version": "0"}
         },
         RESULT | {"provenance": PROVENANCE | {"cache": {}, "tokens": {"prompt": 5}}},
+        RESULT | {"provenance": PROVENANCE | {"response_format": "json_object+schema"}},
+        RESULT | {"provenance": PROVENANCE | {"response_format": None}},
         _metric(score=None, normalized=None, quotes=[], signals={}),
         _metric(normalized=1),
         _metric(quotes=[{"text": "", "span": [0, 0], "edits": 3}] * 2),
@@ -808,6 +810,7 @@ def invalid_results() -> list[Doc]:
         RESULT | {"provenance": PROVENANCE | {"tokens": {"prompt": 1, "total": 2}}},
         RESULT | {"provenance": PROVENANCE | {"cache": None}},
         RESULT | {"provenance": PROVENANCE | {"attempts": True}},
+        RESULT | {"provenance": PROVENANCE | {"response_format": 3}},
         _metric(status="ok"),
         _metric(status=None),
         _metric(score=4.0),

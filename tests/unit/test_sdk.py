@@ -576,12 +576,14 @@ def test_the_public_surface_is_pinned() -> None:
         [
             "TERMINAL_STATES",
             "ApiError",
+            "AsyncClient",
             "AsyncFaithJudgeClient",
             "AsyncProgressCallback",
             "AuthError",
             "BatchAccepted",
             "BatchPage",
             "BatchStatus",
+            "Client",
             "ClientError",
             "Conflict",
             "FaithJudgeClient",
@@ -601,10 +603,14 @@ def test_the_public_surface_is_pinned() -> None:
             "UnsupportedMediaType",
             "ValidationFailed",
             "WaitTimeout",
+            "__version__",
         ]
     )
     for name in faithjudge_client.__all__:
         assert getattr(faithjudge_client, name) is not None
+    # the short names are the same classes, not copies
+    assert faithjudge_client.Client is faithjudge_client.FaithJudgeClient
+    assert faithjudge_client.AsyncClient is faithjudge_client.AsyncFaithJudgeClient
     # every error the SDK raises is one of FaithJudge's
     for name in ("ClientError", "ApiError", "TransportError", "ProtocolError", "WaitTimeout"):
         assert issubclass(getattr(faithjudge_client, name), FaithJudgeError)

@@ -32,13 +32,13 @@ from pydantic import BaseModel, ConfigDict
 
 from faithjudge.agreement.consensus import reader_calibration
 from faithjudge.agreement.ratings import rating_axes
-from faithjudge.agreement.stats import (
+from faithjudge.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
+from faithjudge.stats.bootstrap import (
     multiplicities,
     percentile_interval,
     resample_indices,
     rng_for,
 )
-from faithjudge.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
 
 __all__ = ["CcScaleFit", "fit_cc_scale", "fit_kappa"]
 

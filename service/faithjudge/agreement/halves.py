@@ -18,20 +18,25 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from faithjudge.agreement.consensus import validated_scopes
 from faithjudge.agreement.report import AxisAgreement, TauEstimate
-from faithjudge.agreement.stats import (
+from faithjudge.agreement.validate import axis_pairs, tau_rng_label, validate_judge
+from faithjudge.errors import UserInputError
+from faithjudge.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
+from faithjudge.stats.bootstrap import (
     DEFAULT_BOOTSTRAP,
     bootstrap_tau_b_samples,
     percentile_interval,
     rng_for,
 )
-from faithjudge.agreement.validate import axis_pairs, tau_rng_label, validate_judge
-from faithjudge.errors import UserInputError
-from faithjudge.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
 
-__all__ = ["HALF_AXES", "HalfAxis", "HalfJudge", "SplitHalfReport", "split_half_agreement"]
+__all__ = ["HalfAxis", "HalfJudge", "SplitHalfReport", "half_axes", "split_half_agreement"]
 
-HALF_AXES: tuple[str, ...] = ("CA", "CF", "CT", "CC")
+
+def half_axes() -> tuple[str, ...]:
+    """The axes of a split-half report: those a judge is validated on (every catalogue metric
+    with a radiologist rating key, and CC), in the agreement order."""
+    return validated_scopes()
 
 
 class _Model(BaseModel):
@@ -91,7 +96,7 @@ def split_half_agreement(
     out: list[HalfJudge] = []
     for name, results in judges.items():
         axes: dict[str, HalfAxis] = {}
-        for axis in HALF_AXES:
+        for axis in half_axes():
             estimates: dict[str, TauEstimate] = {}
             used: dict[str, int] = {}
             rated: dict[str, int] = {}

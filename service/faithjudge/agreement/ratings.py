@@ -35,8 +35,7 @@ from faithjudge_client.metric_catalogue import metric_names, metrics
 from pydantic import ValidationError
 
 from faithjudge.errors import UserInputError
-from faithjudge.jsonl import numbered_lines
-from faithjudge.runners.file_runner import describe_validation_error
+from faithjudge.jsonl import describe_validation_error, numbered_lines
 from faithjudge.scoring.outcomes import metric_outcome
 
 __all__ = [

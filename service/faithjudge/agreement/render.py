@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from faithjudge_client.metric_catalogue import agreement_scopes, headline_scopes
 
 from faithjudge.agreement.consensus import validated_scopes
-from faithjudge.agreement.judge_coverage import RATE_GATES, RateEstimate, gated_scopes
 from faithjudge.agreement.report import JudgeReport, TauEstimate, ValidationReport
+from faithjudge.stats.judge_coverage import RATE_GATES, RateEstimate, gated_scopes
 
 __all__ = ["render_markdown"]
 

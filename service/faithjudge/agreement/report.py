@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from faithjudge.agreement.calibration import CcScaleFit
 from faithjudge.agreement.consensus import DroppedRater
-from faithjudge.agreement.judge_coverage import Coverage, FprSham, GateResult, GateThresholds
+from faithjudge.stats.judge_coverage import Coverage, FprSham, GateResult, GateThresholds
 
 __all__ = [
     "AxisAgreement",

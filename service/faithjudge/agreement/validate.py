@@ -31,13 +31,6 @@ from faithjudge.agreement.consensus import (
     build_consensus,
     consensus_scores,
 )
-from faithjudge.agreement.judge_coverage import (
-    GateThresholds,
-    axis_outcomes,
-    coverage_diagnostics,
-    evaluate_gates,
-    placebo_fpr,
-)
 from faithjudge.agreement.report import (
     AxisAgreement,
     CeilingAxis,
@@ -49,15 +42,22 @@ from faithjudge.agreement.report import (
 )
 from faithjudge.agreement.screening import screen
 from faithjudge.agreement.split import stratified_split
-from faithjudge.agreement.stats import (
+from faithjudge.errors import UserInputError
+from faithjudge.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
+from faithjudge.stats.bootstrap import (
     DEFAULT_BOOTSTRAP,
     bootstrap_tau_b,
     kendall_tau_b,
     rng_for,
     significance_code,
 )
-from faithjudge.errors import UserInputError
-from faithjudge.scoring.metrics import DEFAULT_CALIBRATION, CalibrationParams
+from faithjudge.stats.judge_coverage import (
+    GateThresholds,
+    axis_outcomes,
+    coverage_diagnostics,
+    evaluate_gates,
+    placebo_fpr,
+)
 
 __all__ = [
     "AxisAgreement",

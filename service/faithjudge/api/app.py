@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from faithjudge_client.bodies import Problem
+from faithjudge_client.metric_catalogue import metrics
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
@@ -35,7 +36,7 @@ __all__ = ["create_app"]
 log = logging.getLogger("faithjudge.api")
 
 _DESCRIPTION = """\
-Verified faithfulness scores (clinical fidelity, causal attribution, confidence tone) for the
+Verified faithfulness scores ({metrics}) for the
 chain-of-thought explanations of medical vision-language models.
 
 * `POST /v1/score` scores one line synchronously.
@@ -46,6 +47,11 @@ chain-of-thought explanations of medical vision-language models.
 Authenticate with `Authorization: Bearer <API key>` (`faithjudge keys create --tenant T`).
 Errors are `application/problem+json`.
 """
+
+
+def _description() -> str:
+    """The OpenAPI description, naming the metrics of the catalogue."""
+    return _DESCRIPTION.format(metrics=", ".join(spec.title for spec in metrics()))
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -98,7 +104,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(
         title="FaithJudge",
         version=__version__,
-        description=_DESCRIPTION,
+        description=_description(),
         lifespan=lifespan,
     )
     app.state.faithjudge = state

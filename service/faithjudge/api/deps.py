@@ -17,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from faithjudge.api.info import modification_catalogue
 from faithjudge.api.keys import KeyRing, is_loopback
-from faithjudge.api.problems import ApiError
+from faithjudge.api.problems import HttpProblem
 from faithjudge.api.prometheus import Metrics
 from faithjudge.jobs.interface import BatchRow, JobStore
 from faithjudge.jobs.worker import Worker
@@ -50,7 +50,7 @@ def app_state(request: Request) -> AppState:
 
 def _store(state: Annotated[AppState, Depends(app_state)]) -> JobStore:
     if state.store is None:
-        raise ApiError(503, "the job store is not open")
+        raise HttpProblem(503, "the job store is not open")
     return state.store
 
 
@@ -65,18 +65,18 @@ def _tenant(
         client = request.client.host if request.client is not None else ""
         if is_loopback(client) or state.settings.insecure_no_auth:
             return DEV_TENANT
-        raise ApiError(
+        raise HttpProblem(
             403,
             "this service has no API keys and answers loopback clients only",
         )
     unauthorized = {"WWW-Authenticate": "Bearer"}
     if credentials is None or not credentials.credentials:
-        raise ApiError(
+        raise HttpProblem(
             401, "missing API key: send 'Authorization: Bearer <key>'", headers=unauthorized
         )
     tenant = state.keys.tenant_for(credentials.credentials)
     if tenant is None:
-        raise ApiError(401, "unknown API key", headers=unauthorized)
+        raise HttpProblem(401, "unknown API key", headers=unauthorized)
     return tenant
 
 
@@ -85,7 +85,9 @@ def _json_body(request: Request) -> None:
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/json" and not (media.startswith("application/") and
                                              media.endswith("+json")):  # fmt: skip
-        raise ApiError(415, f"send the ScoreRequest as application/json, not {media or 'no type'}")
+        raise HttpProblem(
+            415, f"send the ScoreRequest as application/json, not {media or 'no type'}"
+        )
 
 
 State = Annotated[AppState, Depends(app_state)]
@@ -102,5 +104,5 @@ def rejections_of(row: BatchRow) -> list[LineRejection]:
 async def tenant_batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:
     row = await store.get_batch(tenant, batch_id)
     if row is None or row.status == "ingesting":
-        raise ApiError(404, f"no batch {batch_id!r} for this tenant")
+        raise HttpProblem(404, f"no batch {batch_id!r} for this tenant")
     return row

@@ -29,7 +29,7 @@ from faithjudge.jobs.ingest import (
 )
 from faithjudge.jobs.interface import StoreUnavailable
 
-__all__ = ["ApiError", "install_handlers", "problem_response"]
+__all__ = ["HttpProblem", "install_handlers", "problem_response"]
 
 # Seconds a client should wait before retrying: while the job store is unreachable, and while
 # every batch slot of its tenant is taken.
@@ -38,7 +38,7 @@ BATCH_SLOT_RETRY_AFTER = "30"
 log = logging.getLogger("faithjudge.api")
 
 
-class ApiError(Exception):
+class HttpProblem(Exception):
     """An error the API answers with ``status`` and ``detail``."""
 
     def __init__(
@@ -121,8 +121,8 @@ def allowed_methods(request: Request) -> list[str]:
 
 
 def install_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    @app.exception_handler(HttpProblem)
+    async def _http_problem(request: Request, exc: HttpProblem) -> JSONResponse:
         return problem_response(
             request, exc.status, exc.detail, errors=exc.errors, headers=exc.headers
         )

@@ -14,15 +14,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from faithjudge.api.problems import ApiError
+from faithjudge.api.problems import HttpProblem
 
 __all__ = ["BodyLimitMiddleware", "batch_body"]
 
 _NDJSON_TYPES = frozenset({NDJSON, "application/jsonl", "application/jsonlines", "text/plain"})
 
 
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, f"the request body exceeds {limit} bytes")
+def _too_large(limit: int) -> HttpProblem:
+    return HttpProblem(413, f"the request body exceeds {limit} bytes")
 
 
 async def _limited(request: Request, limit: int) -> AsyncIterator[bytes]:
@@ -64,7 +64,7 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
         if options.get(b"name") == b"file":
             if state["seen"]:
                 # a second file would be dropped unread: refuse the upload, not the lines
-                raise ApiError(
+                raise HttpProblem(
                     422,
                     "the multipart body has more than one 'file' field: "
                     "upload one file per batch (or concatenate them)",
@@ -100,11 +100,11 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
                 yield data
         parser.finalize()
     except MultipartParseError as exc:
-        raise ApiError(422, f"malformed multipart body: {exc}") from None
+        raise HttpProblem(422, f"malformed multipart body: {exc}") from None
     if out:
         yield b"".join(out)
     if not state["seen"]:
-        raise ApiError(422, "the multipart body has no 'file' field")
+        raise HttpProblem(422, "the multipart body has no 'file' field")
 
 
 def batch_body(request: Request, limit: int) -> AsyncIterator[bytes]:
@@ -117,9 +117,9 @@ def batch_body(request: Request, limit: int) -> AsyncIterator[bytes]:
     if media_type == "multipart/form-data":
         boundary = options.get(b"boundary")
         if not boundary:
-            raise ApiError(422, "multipart/form-data without a boundary")
+            raise HttpProblem(422, "multipart/form-data without a boundary")
         return _multipart_file(_limited(request, limit), boundary)
-    raise ApiError(
+    raise HttpProblem(
         415,
         f"unsupported content type {media_type or '(none)'!r}: send {NDJSON} or "
         "multipart/form-data with a 'file' field",

@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from faithjudge.agreement.stats import multiplicities, percentile_interval, rng_for
 from faithjudge.audits.conditions import MEDVIGIL_FAMILIES, ORIGINAL
-from faithjudge.reports.resample import pattern_ids
+from faithjudge.stats.bootstrap import multiplicities, percentile_interval, rng_for
+from faithjudge.stats.resample import pattern_ids
 
 __all__ = [
     "GROUND_FORMS",

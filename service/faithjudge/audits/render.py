@@ -1,8 +1,8 @@
 """Markdown and HTML renderings of an audit report (the dict of ``report.run_audit``).
 
 Model names and every other string from the records are untrusted: Markdown cells go through
-``md_escape`` and HTML through ``html.escape``. The HTML uses the report package's page style
-and its bar-chart SVG; it is self-contained (inline CSS and SVG, no scripts).
+``md_escape`` and HTML through ``html.escape``. The HTML draws its tables and bar charts as the
+run reports do (``faithjudge.markup``); it is self-contained (inline CSS and SVG, no scripts).
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from faithjudge.reports.render_html import bar_chart_svg, html_table
-from faithjudge.reports.render_md import fmt_pct, md_escape
+from faithjudge.markup import bar_chart_svg, fmt_pct, html_table, md_escape
 
 __all__ = ["audit_html", "audit_html_section", "audit_markdown"]
 

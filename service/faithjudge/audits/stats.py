@@ -5,11 +5,11 @@ textbook procedure at a cost independent of the number of cases:
 
 * a percentile bootstrap of a proportion k/n (n cases drawn with replacement) is k* ~ Bin(n, k/n);
 * a paired bootstrap of per-case differences taking few distinct values is a multinomial draw
-  over those values with their observed frequencies (as in ``faithjudge.reports.resample``);
+  over those values with their observed frequencies (as in ``faithjudge.stats.resample``);
 * a permutation of subgroup labels over 0/1 outcomes only moves the ones between groups: the
   number of ones per group is multivariate hypergeometric.
 
-Seeding goes through ``faithjudge.agreement.stats.rng_for`` (one stream per named statistic) and
+Seeding goes through ``faithjudge.stats.bootstrap.rng_for`` (one stream per named statistic) and
 intervals through ``percentile_interval``, shared with the other reports.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as _st
 
-from faithjudge.agreement.stats import percentile_interval, rng_for
+from faithjudge.stats.bootstrap import percentile_interval, rng_for
 
 __all__ = [
     "PairedBootstrap",

@@ -2,7 +2,7 @@
 
 Registered on the main app by ``register(app)``. Exit codes as for the other commands: 0 the
 audit ran, 3 the records could not be audited (unreadable file, a bad line or an inconsistent
-record: the message names the line and the field), 2 usage errors (typer's own).
+record, or a usage error: the message names the line, field or option).
 """
 
 from __future__ import annotations

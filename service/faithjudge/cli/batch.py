@@ -115,8 +115,9 @@ def leave_or_cancel(settings: Settings, input_path: Path) -> None:
         "run the same command again to resume, or add --cancel to cancel them"
     )
     if sys.stdin.isatty() and not typer.confirm("Leave the batches running?", default=True):
+        from faithjudge.event_loop import run_async
         from faithjudge.runners.provider_batch import run_batches
-        from faithjudge.runtime import open_scorer, run_async
+        from faithjudge.runtime import open_scorer
 
         async def cancel() -> BatchReport:
             async with open_scorer(settings) as scorer:
@@ -151,8 +152,9 @@ def export(
 
     Nothing is sent: no API key is needed. Unreadable input lines are reported by line.
     """
+    from faithjudge.event_loop import run_async
     from faithjudge.runners.provider_batch import export_requests
-    from faithjudge.runtime import open_scorer, run_async
+    from faithjudge.runtime import open_scorer
 
     def bad_line(_number: int, reason: str) -> None:
         err.print(f"[yellow]skipped[/yellow] {escape(reason)}", highlight=False)

@@ -12,10 +12,44 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from faithjudge.exit_codes import ExitCode
 
-__all__ = ["ExitCode", "check_outputs", "err", "exit_with", "fail", "settings_from"]
+__all__ = [
+    "ExitCode",
+    "UsageExits3",
+    "check_outputs",
+    "err",
+    "exit_with",
+    "fail",
+    "settings_from",
+]
+
+# click's UsageError, reached through a public name: recent typer releases vendor click, so
+# ``click.UsageError`` would be a different class from the one typer raises.
+_UsageError: type[Exception] = typer.BadParameter.__base__  # type: ignore[assignment]
+
+
+class UsageExits3(TyperGroup):
+    """The app's group: a usage error (unknown command or option, a missing or bad value) exits
+    3 like every other "could not run", never click's 2, which ``gate`` uses for coverage."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        try:
+            return super().parse_args(ctx, args)
+        except _UsageError as exc:
+            # a bare ``faithjudge`` asked for nothing wrong: it shows the help and exits 0
+            asked_nothing = type(exc).__name__ == "NoArgsIsHelpError"
+            exc.exit_code = 0 if asked_nothing else int(ExitCode.UNEVALUABLE)  # type: ignore[attr-defined]
+            raise
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)  # a subcommand parses its own options in here
+        except _UsageError as exc:
+            exc.exit_code = int(ExitCode.UNEVALUABLE)  # type: ignore[attr-defined]
+            raise
 
 
 # Everything but machine-readable output (batch ids, Markdown reports) goes to stderr. Messages

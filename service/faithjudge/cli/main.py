@@ -16,11 +16,11 @@ import typer
 
 from faithjudge import __version__
 from faithjudge.cli import batch as cli_batch
-from faithjudge.cli.common import ExitCode, err, exit_with, fail, settings_from
+from faithjudge.cli.common import ExitCode, UsageExits3, err, exit_with, fail, settings_from
 from faithjudge.evaluators import evaluator_help
 
 if TYPE_CHECKING:
-    from faithjudge.runners.file_runner import RunSummary
+    from faithjudge.runners.file_runner import ScoreFileSummary
     from faithjudge.runners.provider_batch import BatchReport
     from faithjudge.settings import Settings
 
@@ -31,6 +31,7 @@ app = typer.Typer(
     help="Verified faithfulness scores for chain-of-thought explanations of medical VLMs.",
     no_args_is_help=True,
     add_completion=False,
+    cls=UsageExits3,
 )
 
 
@@ -63,12 +64,19 @@ def score(
 ) -> None:
     """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds.
 
-    Exit 0 when every line has a result and at least one grade was judged; 3 when the run could
-    not start or the judge is unreachable; 4 when nothing was scored (empty input, no readable
-    line, every evaluator call failed); 5 when stopped early (what was written is kept).
+    Exit 0 when every line has a result and at least one grade is valid; 3 when the run could
+    not start or the judge is unreachable; 4 when not one grade is valid (empty input, no
+    readable line, every evaluator call failed, every reply failed verification); 5 when stopped
+    early (what was written is kept).
+
+    A judge server is set by FAITHJUDGE_* variables: FAITHJUDGE_TIMEOUT_S (60: the longest a
+    call may stay silent; slow replies are streamed, so it bounds the wait for the next token),
+    FAITHJUDGE_MAX_TOKENS (1024: a reply cut there fails as truncated),
+    FAITHJUDGE_RESPONSE_FORMAT (auto: json_schema, then json_object with the schema, then plain
+    json_object, then none, as the server takes them; or one forced).
     """
     from faithjudge.errors import FaithJudgeError
-    from faithjudge.runtime import run_async
+    from faithjudge.event_loop import run_async
 
     try:
         settings = settings_from(
@@ -103,26 +111,37 @@ def score(
         exit_with(code, why)
 
 
-def score_verdict(summary: RunSummary) -> tuple[ExitCode, str | None]:
+def score_verdict(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
     """The exit code of a finished run, and why when it is not 0."""
     if summary.total_lines == 0:
         return ExitCode.NOTHING_SCORED, "the input holds no request line: nothing was scored"
     if summary.scored == 0:  # everything was in the output already: the earlier run decided
         return ExitCode.OK, None
-    if summary.judged == 0:
+    if summary.valid == 0:
         if summary.input_errors == summary.scored:
             return ExitCode.NOTHING_SCORED, "no line of the input is a readable request"
         stages = {k: v for k, v in summary.totals().items() if k not in ("valid", "missing")}
         listed = ", ".join(f"{stage} {count}" for stage, count in sorted(stages.items()))
-        return ExitCode.NOTHING_SCORED, f"not one grade was judged ({listed})"
+        return ExitCode.NOTHING_SCORED, f"not one grade is valid ({listed})"
     return ExitCode.OK, None
 
 
 async def _run_score(
     settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
-) -> tuple[RunSummary | None, BatchReport | None]:
+) -> tuple[ScoreFileSummary | None, BatchReport | None]:
+    from faithjudge.output_lock import hold_output
+
+    # one writer per output, for both phases of the batch route too
+    with hold_output(output):
+        return await _score_holding_output(settings, input_path, output, show_progress, cancel)
+
+
+async def _score_holding_output(
+    settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
+) -> tuple[ScoreFileSummary | None, BatchReport | None]:
+    from faithjudge.jsonl import count_lines
     from faithjudge.progress import progress_bar
-    from faithjudge.runners.file_runner import count_lines, score_file
+    from faithjudge.runners.file_runner import score_file
     from faithjudge.runtime import open_scorer
 
     total = count_lines(input_path)
@@ -148,7 +167,7 @@ async def _run_score(
             return summary, batch
 
 
-def _print_summary(summary: RunSummary, output: Path) -> None:
+def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
     from faithjudge_client.metric_catalogue import label_of
     from rich.table import Table
 
@@ -161,6 +180,8 @@ def _print_summary(summary: RunSummary, output: Path) -> None:
     table.add_row("already in output (skipped)", str(summary.skipped))
     table.add_row("input errors", str(summary.input_errors))
     table.add_row("answers outside the options (CF still graded)", str(summary.answers_off_options))
+    for asked_in, lines in sorted(summary.response_formats.items()):
+        table.add_row(f"judge asked in response format {asked_in}", str(lines))
     err.print(table)
     metrics = Table(title="coverage (this run)", show_header=True)
     for column in ("metric", "valid", "judge failures", "not judged", "cov"):
@@ -253,6 +274,10 @@ from faithjudge.cli import audit as cli_audit  # noqa: E402 - registers audit on
 
 cli_audit.register(app)
 cli_batch.register(app)  # judge-requests export / import
+
+from faithjudge.cli import check_judge as cli_check_judge  # noqa: E402 - registers check-judge on the app above
+
+cli_check_judge.register(app)
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ Registered on the main app by ``register(app)``. Exit codes (``faithjudge.cli.co
 run could not be evaluated (unreadable or malformed file, bad configuration or one that sets no
 check, a baseline that shares no item, or a mistyped command line: click's usage errors would
 otherwise exit with 2 and read as a coverage failure), 4 the file holds no result line or not
-one judged grade. ``report`` applies the same rule for 3 and 4 (``_input_problem``): it still
+one valid grade. ``report`` applies the same rule for 3 and 4 (``_input_problem``): it still
 writes what it was asked for, then exits with that code. The report libraries are imported when
 a command runs, not when the CLI starts.
 """
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer.core import TyperCommand
 
 from faithjudge.cli.common import ExitCode, check_outputs, err, fail
 from faithjudge.errors import FaithJudgeError
@@ -25,27 +24,27 @@ from faithjudge.reports.limits import LISTED_ITEMS
 if TYPE_CHECKING:
     import pandas as pd
 
+    from faithjudge.reports.judges import JudgeTally
+
 __all__ = ["gate_command", "register", "report_command"]
 
 # (exit code, message) of a run that ``report`` and ``gate`` must not treat as a success
 _Problem = tuple[ExitCode, str]
 
-# click's UsageError, reached through a public name: recent typer releases vendor click, so
-# ``click.UsageError`` would be a different class from the one typer raises.
-_UsageError: type[Exception] = typer.BadParameter.__base__  # type: ignore[assignment]
 
-
-def _load(path: Path, quote_rows: int = 0) -> pd.DataFrame:
+def _load(path: Path, quote_rows: int = 0, judges: JudgeTally | None = None) -> pd.DataFrame:
+    """The item table of ``path``; ``judges`` counts the lines' judges in the same pass."""
     from faithjudge.reports.io import iter_results
     from faithjudge.reports.table import item_table
 
     if not path.is_file():
         raise FaithJudgeError(f"result file not found: {path}")
-    return item_table(iter_results(path), quote_rows=quote_rows)
+    results = iter_results(path)
+    return item_table(results if judges is None else judges.watch(results), quote_rows=quote_rows)
 
 
 def _nothing_scored(results: Path, items: pd.DataFrame) -> _Problem | None:
-    """Exit 4: the results hold no line or not one judged grade (``report`` and ``gate``)."""
+    """Exit 4: the results hold no line or not one valid grade (``report`` and ``gate``)."""
     from faithjudge.reports.gate import unevaluable_reason
 
     reason = unevaluable_reason(items)
@@ -96,6 +95,7 @@ def report_command(
 
     from faithjudge.reports.export import export_items
     from faithjudge.reports.io import read_cots, write_text
+    from faithjudge.reports.judges import JudgeTally
     from faithjudge.reports.render_html import report_html
     from faithjudge.reports.render_md import report_markdown
     from faithjudge.reports.report import build_report, report_json
@@ -103,11 +103,13 @@ def report_command(
     try:
         read = [path for path in (results, compare, requests) if path is not None]
         check_outputs(read, [html, md, json_out, csv])
-        items = _load(results, quote_rows=max_items)
+        judges = JudgeTally()
+        items = _load(results, quote_rows=max_items, judges=judges)
         baseline = _load(compare) if compare is not None else None
         if flip_rate not in ("pairs", "decided"):
             raise typer.BadParameter("use pairs or decided", param_hint="--flip-rate")
-        report = build_report(items, baseline=baseline, B=bootstrap, seed=seed, flip_rate=flip_rate)
+        report = build_report(items, baseline=baseline, B=bootstrap, seed=seed,
+                              flip_rate=flip_rate, judges=judges.summary())  # fmt: skip
         problem = _input_problem(results, items, compare, report.comparison_counts)
         if html is not None:
             cots = read_cots(requests) if requests is not None else None
@@ -139,9 +141,10 @@ def gate_command(
     md: Annotated[Path | None, typer.Option("--md", help="Markdown summary (CI step).")] = None,
 ) -> None:
     """Check one run against thresholds: exit 0 pass, 1 quality, 2 coverage, 3 unevaluable,
-    4 nothing judged."""
+    4 not one valid grade."""
     from faithjudge.reports import gate as gating
     from faithjudge.reports.io import write_text
+    from faithjudge.reports.judges import JudgeTally
     from faithjudge.reports.junit import junit_xml
     from faithjudge.reports.render_md import gate_markdown
     from faithjudge.reports.report import build_report
@@ -156,7 +159,8 @@ def gate_command(
                 f"{config}: sets only [regression] checks, which need --baseline: "
                 "nothing would be checked"
             )
-        items = _load(results)
+        judges = JudgeTally()
+        items = _load(results, judges=judges)
         problem = _nothing_scored(results, items)
         if problem is not None:
             raise fail(problem[1], problem[0])
@@ -170,6 +174,7 @@ def gate_command(
             seed=settings.seed,
             tolerance=gating.regression_tolerance(settings),
             flip_rate=settings.flip_rate,
+            judges=judges.summary(),
         )
         problem = _nothing_shared(baseline, report.comparison_counts)
         if problem is not None:
@@ -178,7 +183,7 @@ def gate_command(
         code = gating.exit_code(checks)
         summary = gate_markdown(checks, code, report)
         if junit is not None:
-            write_text(junit, junit_xml(checks))
+            write_text(junit, junit_xml(checks, judges=report.judges))
         if md is not None:
             write_text(md, summary)
     except FaithJudgeError as exc:
@@ -187,18 +192,7 @@ def gate_command(
     raise typer.Exit(code)
 
 
-class _GateCommand(TyperCommand):
-    """``gate`` with usage errors mapped to exit 3, so exit 2 always means a coverage failure."""
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
-        try:
-            return super().parse_args(ctx, args)
-        except _UsageError as exc:
-            exc.exit_code = int(ExitCode.UNEVALUABLE)  # type: ignore[attr-defined]
-            raise
-
-
 def register(app: typer.Typer) -> None:
     """Add ``report`` and ``gate`` to the ``faithjudge`` app."""
     app.command("report")(report_command)
-    app.command("gate", cls=_GateCommand)(gate_command)
+    app.command("gate")(gate_command)

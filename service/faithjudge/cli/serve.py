@@ -79,7 +79,7 @@ def serve(
 
     from faithjudge.api.app import create_app
     from faithjudge.api.keys import KeyRing
-    from faithjudge.runtime import run_async
+    from faithjudge.event_loop import run_async
 
     try:
         settings = settings_from(

@@ -3,28 +3,23 @@
 An evaluator knows its wire format and nothing else: concurrency, retries and caching wrap it
 from outside (``service/faithjudge/transport/``), and verification of what it returns happens in
 ``service/faithjudge/scoring/verdict.py``. The raw response types (``JudgeResponse``, ``Usage``)
-and the
-call-target protocol this one extends belong to the transport
-(``service/faithjudge/transport/base.py``).
+and the call-target protocol this one extends belong to the transport
+(``service/faithjudge/transport/base.py``), and so does the chat ``Message`` a prompt set
+renders (``service/faithjudge/transport/chat.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from faithjudge_client.lines import Metric
 
 from faithjudge.transport.base import CallTarget
+from faithjudge.transport.chat import Message
 
-__all__ = ["Evaluator", "JudgeRequest", "Message"]
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    role: Literal["system", "user", "assistant"]
-    content: str
+__all__ = ["Evaluator", "JudgeRequest"]
 
 
 @dataclass(frozen=True, slots=True)

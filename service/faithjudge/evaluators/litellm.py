@@ -3,44 +3,44 @@
 LiteLLM is an optional extra (``pip install 'faithjudge[litellm]'``, pinned to one version) and
 is imported only when this backend is built. LiteLLM reads its providers' credentials itself;
 its own retries are switched off (``num_retries=0``) because ours live in
-``service/faithjudge/transport/resilience.py``. LiteLLM's exception classes subclass OpenAI's, so
-failures
-are classified the same way as the ``openai`` backend does, by type and status code.
+``service/faithjudge/transport/resilience.py``. Failures are classified by type and status code
+in the transport (``faithjudge.transport.openai_errors.LiteLLMErrors``), as the ``openai``
+backend's are.
+
+Where a call goes is resolved once, when the backend is built
+(``faithjudge.transport.providers.litellm_route``): LiteLLM's provider for the model and the
+endpoint it would take from the environment. The endpoint is passed to every call explicitly and
+both are part of the cache key, so a run pointed at another server asks that server. The
+response format is learnt per endpoint and model exactly as for the ``openai`` backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from faithjudge_client.retry import parse_retry_after
-
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai import (
+    Overload,
     ResponseFormatMode,
     chat_cache_material,
-    is_response_format_rejection,
-    openai_retry_after,
-    openai_should_retry,
+    explain_chat_failure,
     plain_json,
     response_format_for,
 )
-from faithjudge.transport.base import JudgeResponse, Usage
-from faithjudge.transport.providers import load_litellm
+from faithjudge.transport.base import JudgeResponse, RequestChanged, Usage
+from faithjudge.transport.judge_servers import (
+    RESPONSE_FORMATS,
+    is_local_server,
+    refuses_response_format,
+    server_memo,
+)
+from faithjudge.transport.openai_errors import LiteLLMErrors
+from faithjudge.transport.providers import litellm_route, load_litellm
 
 __all__ = ["LiteLLMEvaluator"]
-
-# LiteLLM's names for transient failures; looked up on the module because the set differs
-# slightly between releases.
-_TRANSIENT = (
-    "Timeout",
-    "APIConnectionError",
-    "RateLimitError",
-    "ServiceUnavailableError",
-    "InternalServerError",
-    "BadGatewayError",
-)
 
 
 class LiteLLMEvaluator:
@@ -55,36 +55,54 @@ class LiteLLMEvaluator:
         max_tokens: int = 1024,
         api_base: str | None = None,
         timeout: float = 60.0,
-        response_format: ResponseFormatMode = "json_schema",
+        response_format: ResponseFormatMode = "auto",
         litellm_module: ModuleType | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty string")
+        if response_format != "auto" and response_format not in RESPONSE_FORMATS:
+            raise ValueError(
+                f"response_format must be auto or one of {', '.join(RESPONSE_FORMATS)}"
+            )
         self._litellm = litellm_module if litellm_module is not None else load_litellm()
         self._model = model
         self._temperature = temperature
         self._seed = seed
         self._max_tokens = max_tokens
-        self._api_base = api_base
+        route = litellm_route(self._litellm, model, api_base)
+        self._provider = route.provider
+        self._api_base = route.api_base
         self._timeout = timeout
-        self._mode: str = response_format
-        transient = (getattr(self._litellm, name, None) for name in _TRANSIENT)
-        self._transient: tuple[type[BaseException], ...] = tuple(
-            t for t in transient if isinstance(t, type) and issubclass(t, BaseException)
-        )
+        self._setting = response_format
+        self._forced = None if response_format == "auto" else response_format
+        # keyed like the openai backend's: the same server refuses the same formats
+        self._server = server_memo(self._api_base or f"litellm:{self._provider}", model)
+        self._errors = LiteLLMErrors(self._litellm)
+        self.paced = is_local_server(self._api_base)
+        """An endpoint on this machine or network: the caller learns how many calls it takes."""
 
     @property
     def id(self) -> str:
         return f"litellm:{self._model}"
 
+    @property
+    def response_format(self) -> str:
+        """The response format requests are sent in now."""
+        return self._forced or self._server.response_format
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout
+
     def settings(self) -> Mapping[str, Any]:
         return {
             "model": self._model,
+            "provider": self._provider,
             "base_url": self._api_base,
             "temperature": self._temperature,
             "seed": self._seed,
             "max_tokens": self._max_tokens,
-            "response_format": self._mode,
+            "response_format": self._setting,
             "litellm_version": getattr(self._litellm, "__version__", None),
         }
 
@@ -97,35 +115,39 @@ class LiteLLMEvaluator:
             temperature=self._temperature,
             seed=self._seed,
             max_tokens=self._max_tokens,
-            mode=self._mode,
+            mode=self.response_format,
+            route={"provider": self._provider},
         )
 
     def should_retry(self, exc: BaseException) -> bool:
-        if self._transient and isinstance(exc, self._transient):
-            return True
-        return openai_should_retry(exc)
+        if refuses_response_format(exc):
+            return False  # the same request would be refused again
+        return self._errors.should_retry(exc)
 
     def retry_after(self, exc: BaseException) -> float | None:
-        seconds = openai_retry_after(exc)
-        # LiteLLM also attaches the provider's headers as plain dicts of any case.
-        for name in ("headers", "litellm_response_headers"):
-            if seconds is not None:
-                break
-            headers = getattr(exc, name, None)
-            if isinstance(headers, Mapping):
-                seconds = parse_retry_after({str(k).lower(): v for k, v in headers.items()})
-        return seconds
+        return self._errors.retry_after(exc)
+
+    def overloaded(self, exc: BaseException) -> Overload | None:
+        timeout = getattr(self._litellm, "Timeout", None)
+        if isinstance(timeout, type) and isinstance(exc, timeout):
+            return "silent"
+        return None
+
+    def explain(self, exc: BaseException) -> str | None:
+        return explain_chat_failure(exc, timeout=self._timeout, forced=self._forced)
 
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        mode = self._mode
+        mode = self.response_format
         try:
-            return await self._complete(messages, response_format_for(mode, request))
+            response = await self._complete(messages, response_format_for(mode, request))
         except Exception as exc:
-            if mode != "json_schema" or not is_response_format_rejection(exc):
-                raise
-        self._mode = "json_object"
-        return await self._complete(messages, response_format_for("json_object", request))
+            if self._forced is None and refuses_response_format(exc) and self._server.refused(mode):
+                raise RequestChanged(
+                    f"{self._api_base or self._provider} refuses response_format {mode}"
+                ) from exc
+            raise
+        return replace(response, response_format=mode)
 
     async def _complete(
         self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
@@ -147,9 +169,10 @@ class LiteLLMEvaluator:
             **kwargs,
         )
         choices = getattr(result, "choices", None) or []
-        text = ""
+        text, finish = "", None
         if choices:
             text = getattr(choices[0].message, "content", None) or ""
+            finish = getattr(choices[0], "finish_reason", None)
         usage = getattr(result, "usage", None)
         return JudgeResponse(
             text=text,
@@ -159,6 +182,7 @@ class LiteLLMEvaluator:
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             ),
             fingerprint=getattr(result, "system_fingerprint", None),
+            finish_reason=finish if isinstance(finish, str) else None,
         )
 
     async def aclose(self) -> None:

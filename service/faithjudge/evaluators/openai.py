@@ -1,29 +1,55 @@
 """The ``openai`` backend: chat completions against any OpenAI-compatible server.
 
 The client is built elsewhere (``service/faithjudge/transport/providers.py`` owns credentials and
-transport)
-and injected, with the SDK's own retries off: retries, limits and caching wrap this class from
-outside (``service/faithjudge/transport/resilience.py``). This module owns the wire format only.
+transport) and injected, with the SDK's own retries off: retries, limits and caching wrap this
+class from outside (``service/faithjudge/transport/resilience.py``). This module owns the wire
+format only.
 
-The response format is strict ``json_schema`` by default. A server that rejects it with a 400
-naming ``response_format`` (by the error's ``param``/``code`` fields, not its prose) is asked again
-with ``json_object``, and so is every later call of this instance; the cache key material always
-shows the format in use, so cached answers reflect what was really sent.
+Response format (``FAITHJUDGE_RESPONSE_FORMAT``): ``auto`` asks in strict ``json_schema`` first;
+a server that refuses it (400, 422 or 500 naming ``response_format``) is asked in the next format
+of ``faithjudge.transport.judge_servers.RESPONSE_FORMATS`` (``json_object`` with the schema
+attached as llama.cpp reads it, then plain ``json_object``, then none), and so is every later
+call to that server in the process. The refusal raises ``RequestChanged``: the caller keys the
+request again, so the cache key always holds the format really sent. A forced format is never
+changed.
+
+Slow servers: the SDK's timeout bounds silence, not length (httpx's and aiohttp's read timeout
+is the longest wait for the next bytes). A reply that is not streamed sends no byte before it is
+complete, so a server whose replies take minutes would always time out; its replies are
+streamed instead (``stream: true``), and the timeout then only fires when no token came for
+``FAITHJUDGE_TIMEOUT_S``. Streaming costs client CPU per token, so it is used where it is
+needed: for a server on this machine or network until its first reply shows it is quick, and
+for any server once a reply took a quarter of the timeout or a call timed out.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import openai
 import orjson
-from faithjudge_client.retry import parse_retry_after
 
 from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.transport.base import JudgeResponse
-from faithjudge.transport.chat import json_default, parse_completion
+from faithjudge.transport.base import JudgeResponse, RequestChanged
+from faithjudge.transport.chat import (
+    CompletionChunks,
+    StreamCutShort,
+    json_default,
+    max_tokens_field_for,
+    parse_completion,
+)
+from faithjudge.transport.judge_servers import (
+    ResponseFormatSetting,
+    is_local_server,
+    refuses_response_format,
+    response_format_body,
+    server_memo,
+    server_message,
+)
+from faithjudge.transport.openai_errors import openai_retry_after, openai_should_retry
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -32,18 +58,15 @@ __all__ = [
     "OpenAIEvaluator",
     "ResponseFormatMode",
     "chat_cache_material",
-    "is_response_format_rejection",
-    "json_default",
-    "max_tokens_field_for",
-    "openai_retry_after",
-    "openai_should_retry",
-    "parse_completion",
+    "explain_chat_failure",
     "plain_json",
     "response_format_for",
 ]
 
-ResponseFormatMode = Literal["json_schema", "json_object", "none"]
-_MODES: tuple[str, ...] = ("json_schema", "json_object", "none")
+ResponseFormatMode = ResponseFormatSetting
+"""``auto`` or one format forced (``FAITHJUDGE_RESPONSE_FORMAT``)."""
+_SETTINGS: tuple[str, ...] = get_args(ResponseFormatSetting)
+Overload = Literal["silent", "cut"]
 
 
 def plain_json(value: Any) -> Any:
@@ -61,18 +84,7 @@ def response_format_for(mode: str, request: JudgeRequest) -> dict[str, Any] | No
     The schema is embedded as given (possibly a read-only mapping): serializers here use
     ``json_default``; pass the result through ``plain_json`` for any other JSON encoder.
     """
-    if mode == "json_schema":
-        return {
-            "type": "json_schema",
-            "json_schema": {
-                "name": request.schema_name,
-                "schema": request.response_schema,
-                "strict": True,
-            },
-        }
-    if mode == "json_object":
-        return {"type": "json_object"}
-    return None
+    return response_format_body(mode, name=request.schema_name, schema=request.response_schema)
 
 
 def chat_cache_material(
@@ -85,9 +97,12 @@ def chat_cache_material(
     seed: int | None,
     max_tokens: int,
     mode: str,
+    route: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What a chat-completions call sends, as the cache keys it (no timeouts, no retries)."""
-    return {
+    """What a chat-completions call sends, as the cache keys it (no timeouts, no retries, no
+    streaming: none of them changes the answer). ``route`` adds what else decides which model
+    answers (LiteLLM's provider)."""
+    material = {
         "backend": backend,
         "base_url": base_url,
         "model": model,
@@ -97,69 +112,57 @@ def chat_cache_material(
         "max_tokens": max_tokens,
         "response_format": response_format_for(mode, request),
     }
+    if route:
+        material["route"] = dict(route)
+    return material
 
 
-def _status_of(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) and not isinstance(status, bool) else None
+def _check_setting(response_format: str) -> str | None:
+    if response_format not in _SETTINGS:
+        raise ValueError(f"response_format must be one of {', '.join(_SETTINGS)}")
+    return None if response_format == "auto" else response_format
 
 
-def openai_should_retry(exc: BaseException) -> bool:
-    """Transient failures of an OpenAI-style API: 408, 429, 5xx, timeouts, connection errors."""
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        return True
-    if isinstance(exc, openai.RateLimitError | openai.InternalServerError):
-        return True
-    status = _status_of(exc)
-    return status is not None and (status in (408, 429) or status >= 500)
+def explain_chat_failure(
+    exc: BaseException, *, timeout: float | None, forced: str | None
+) -> str | None:
+    """What the user should know about a failed chat call: the server's own message, or the
+    setting that bounds what happened."""
+    if isinstance(exc, openai.APITimeoutError):
+        waited = f"{timeout:g} s" if timeout is not None else "the timeout"
+        return (
+            f"the server sent nothing for {waited} (FAITHJUDGE_TIMEOUT_S bounds the silence of "
+            "a call; raise it for a slower judge)"
+        )
+    if isinstance(exc, StreamCutShort):
+        return (
+            "the server cut the streamed reply short (a server that answers one request at a "
+            "time may cut its reply when another arrives; FAITHJUDGE_CONCURRENCY=1 avoids it)"
+        )
+    said = server_message(exc) if getattr(exc, "status_code", None) is not None else None
+    if forced is not None and refuses_response_format(exc):
+        refusal = (
+            f"the server refuses response_format {forced} (FAITHJUDGE_RESPONSE_FORMAT="
+            f"{forced}; auto tries the formats it takes)"
+        )
+        return f"{refusal}: the server said: {said}" if said else refusal
+    return f"the server said: {said}" if said else None
 
 
-def openai_retry_after(exc: BaseException) -> float | None:
-    """Seconds from the error response's ``retry-after-ms`` / ``retry-after`` header."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        return parse_retry_after(headers)
-    except (TypeError, AttributeError):
-        return None
-
-
-def is_response_format_rejection(exc: BaseException) -> bool:
-    """A 400 whose structured ``param``/``code`` fields blame the response format."""
-    if _status_of(exc) != 400:
-        return False
-    for field_name in ("param", "code"):
-        value = getattr(exc, field_name, None)
-        if isinstance(value, str) and "response_format" in value.lower():
-            return True
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping):
-            for field_name in ("param", "code"):
-                value = inner.get(field_name)
-                if isinstance(value, str) and "response_format" in value.lower():
-                    return True
-    return False
-
-
-def max_tokens_field_for(base_url: str) -> str:
-    """``max_completion_tokens`` for OpenAI and Azure OpenAI, ``max_tokens`` elsewhere.
-
-    OpenAI's reasoning models refuse the deprecated ``max_tokens``; local servers (vLLM, SGLang,
-    llama.cpp, Ollama) all accept it, while some ignore the newer name. The base URL is part of
-    the cache key, so the key still says exactly what was sent.
-    """
-    host = (urlsplit(base_url).hostname or "").lower()
-    if host == "api.openai.com" or host.endswith((".openai.com", ".openai.azure.com")):
-        return "max_completion_tokens"
-    return "max_tokens"
+def _timeout_of(client: AsyncOpenAI) -> float | None:
+    timeout = getattr(client, "timeout", None)
+    if isinstance(timeout, int | float) and not isinstance(timeout, bool):
+        return float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if isinstance(read, int | float) else None
 
 
 class OpenAIEvaluator:
-    """A frozen judge served through the OpenAI chat completions API."""
+    """A frozen judge served through the OpenAI chat completions API.
+
+    ``response_format`` is ``auto`` (learn what the server takes) or a format to force;
+    ``stream`` forces streaming on or off (None: decide per server, see the module docstring).
+    """
 
     def __init__(
         self,
@@ -169,20 +172,25 @@ class OpenAIEvaluator:
         temperature: float = 0.0,
         seed: int | None = 0,
         max_tokens: int = 1024,
-        response_format: ResponseFormatMode = "json_schema",
+        response_format: ResponseFormatMode = "auto",
+        stream: bool | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty string")
-        if response_format not in _MODES:
-            raise ValueError(f"response_format must be one of {', '.join(_MODES)}")
+        self._setting = response_format
+        self._forced = _check_setting(response_format)
         self._model = model
         self._client = client
         self._temperature = temperature
         self._seed = seed
         self._max_tokens = max_tokens
-        self._mode: str = response_format
         self._base_url = str(client.base_url)
         self._max_tokens_field = max_tokens_field_for(self._base_url)
+        self._server = server_memo(self._base_url, model)
+        self._stream = stream
+        self._timeout = _timeout_of(client)
+        self.paced = is_local_server(self._base_url)
+        """A server on this machine or network: the caller learns how many calls it takes."""
 
     @property
     def id(self) -> str:
@@ -195,8 +203,22 @@ class OpenAIEvaluator:
 
     @property
     def response_format(self) -> str:
-        """The response format now in use (``json_object`` after a fallback)."""
-        return self._mode
+        """The response format requests are sent in now (the forced one, or the first the
+        server has not refused)."""
+        return self._forced or self._server.response_format
+
+    @property
+    def timeout_s(self) -> float | None:
+        """The longest silence a call waits for (``FAITHJUDGE_TIMEOUT_S``)."""
+        return self._timeout
+
+    @property
+    def streams(self) -> bool:
+        """Whether the next call is streamed."""
+        if self._stream is not None:
+            return self._stream
+        known = self._server.stream
+        return known if known is not None else self.paced
 
     def settings(self) -> Mapping[str, Any]:
         return {
@@ -206,7 +228,7 @@ class OpenAIEvaluator:
             "seed": self._seed,
             "max_tokens": self._max_tokens,
             "max_tokens_field": self._max_tokens_field,
-            "response_format": self._mode,
+            "response_format": self._setting,
         }
 
     def cache_key_material(self, request: JudgeRequest) -> Mapping[str, Any] | None:
@@ -218,55 +240,76 @@ class OpenAIEvaluator:
             temperature=self._temperature,
             seed=self._seed,
             max_tokens=self._max_tokens,
-            mode=self._mode,
+            mode=self.response_format,
         )
 
     def should_retry(self, exc: BaseException) -> bool:
+        if isinstance(exc, StreamCutShort):
+            return True
+        if refuses_response_format(exc):
+            return False  # the same request would be refused again
         return openai_should_retry(exc)
 
     def retry_after(self, exc: BaseException) -> float | None:
         return openai_retry_after(exc)
 
+    def overloaded(self, exc: BaseException) -> Overload | None:
+        """``silent``: a call timed out; ``cut``: a streamed reply was cut short."""
+        if isinstance(exc, openai.APITimeoutError):
+            return "silent"
+        if isinstance(exc, StreamCutShort):
+            return "cut"
+        return None
+
+    def explain(self, exc: BaseException) -> str | None:
+        return explain_chat_failure(exc, timeout=self._timeout, forced=self._forced)
+
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        mode = self._mode
+        mode = self.response_format
+        body = self._body(request, mode)
+        stream = self.streams
+        started = time.monotonic()
         try:
-            return await self._create(messages, response_format_for(mode, request))
-        except openai.BadRequestError as exc:
-            if mode != "json_schema" or not is_response_format_rejection(exc):
-                raise
-        # This server does not take strict schemas: ask for plain JSON from now on.
-        self._mode = "json_object"
-        return await self._create(messages, response_format_for("json_object", request))
+            response = await (self._streamed(body) if stream else self._create(body))
+        except openai.APIStatusError as exc:
+            if self._forced is None and refuses_response_format(exc) and self._server.refused(mode):
+                raise RequestChanged(
+                    f"{self._base_url} refuses response_format {mode}: now "
+                    f"{self._server.response_format}"
+                ) from exc
+            raise
+        except openai.APITimeoutError:
+            if self._stream is None:
+                self._server.stream = True  # from now on the timeout bounds silence only
+            raise
+        if self._stream is None and self._timeout is not None:
+            self._server.replied(time.monotonic() - started, self._timeout)
+        return replace(response, response_format=mode)
 
     def request_body(self, request: JudgeRequest) -> dict[str, Any]:
-        """The chat-completions body ``judge`` sends for ``request`` in the current format.
+        """The chat-completions body ``judge`` sends for ``request`` in the current format
+        (unstreamed).
 
         The Batch API route writes exactly this body into its request lines, so a batch answer
         is the answer to the request the live route would have sent, under the same cache key.
         """
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        return self._body(messages, response_format_for(self._mode, request))
+        return self._body(request, self.response_format)
 
-    def _body(
-        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    def _body(self, request: JudgeRequest, mode: str) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": messages,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "temperature": self._temperature,
             self._max_tokens_field: self._max_tokens,
         }
         if self._seed is not None:
             body["seed"] = self._seed
+        response_format = response_format_for(mode, request)
         if response_format is not None:
             body["response_format"] = response_format
         return body
 
-    async def _create(
-        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
-    ) -> JudgeResponse:
-        body = self._body(messages, response_format)
+    async def _create(self, body: dict[str, Any]) -> JudgeResponse:
         # The typed ``chat.completions.create`` runs every parameter, the JSON schema included,
         # through the SDK's TypedDict transform and builds pydantic models from the reply: half
         # the client CPU of a call on the aiohttp transport (measured ~4 ms vs ~2 ms). The body
@@ -277,6 +320,23 @@ class OpenAIEvaluator:
             "/chat/completions", cast_to=bytes, content=orjson.dumps(body, default=json_default)
         )
         return parse_completion(raw)
+
+    async def _streamed(self, body: dict[str, Any]) -> JudgeResponse:
+        # ``AsyncStream[object]`` decodes the event stream into plain dicts and raises the SDK's
+        # typed errors (an error event, a timeout between two events) as an unstreamed call does.
+        streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        events = await self._client.post(
+            "/chat/completions",
+            cast_to=object,
+            content=orjson.dumps(streamed, default=json_default),
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
+        )
+        chunks = CompletionChunks()
+        async with events:
+            async for chunk in events:
+                chunks.add(chunk)
+        return chunks.response()
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -67,6 +67,11 @@ class OpenAIBatchEvaluator:
     def client(self) -> AsyncOpenAI:
         return self.inner.client
 
+    @property
+    def response_format(self) -> str:
+        """The response format the batch lines are written in (the live backend's)."""
+        return self.inner.response_format
+
     def settings(self) -> Mapping[str, Any]:
         return self.inner.settings()
 

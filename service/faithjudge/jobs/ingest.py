@@ -2,7 +2,7 @@
 
 Memory stays bounded whatever the body size: lines are validated in chunks (off the event loop)
 and written to the store in chunks; only the current partial line and the rejections are kept.
-A line is validated by ``faithjudge.runners.file_runner.parse_line``, so a batch rejects exactly
+A line is validated by ``faithjudge.request_lines.parse_line``, so a batch rejects exactly
 the lines
 ``faithjudge score`` would turn into ``input`` errors, with the same messages. The batch becomes
 visible to workers only once every accepted line is stored.
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from faithjudge.errors import UserInputError
 from faithjudge.jobs.interface import BatchRow, IdempotencyConflict, JobStore
-from faithjudge.runners.file_runner import parse_line
+from faithjudge.request_lines import parse_line
 
 __all__ = [
     "BatchLimitExceeded",

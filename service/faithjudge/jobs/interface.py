@@ -1,10 +1,13 @@
 """The job-store contract: what the API, the ingest and the workers may ask of a store.
 
 ``JobStore`` is the interface, the dataclasses are the rows it speaks in, and the constants are
-its states; nothing here knows SQL. ``SqlJobStore`` (``faithjudge.jobs.sql_store``, SQLite or
-PostgreSQL through SQLAlchemy) is the one implementation; ``open_job_store(url)`` picks it.
-A new store implements every method below and passes the contract suite
-(``tests/integration/test_job_store_contract.py``).
+its states; nothing here knows SQL. A store claims its URL schemes in ``JOB_STORES`` (by a
+lazy ``"module:Class"`` reference, so this module imports no store) and ``open_job_store(url)``
+looks the scheme up: ``SqlJobStore`` (``faithjudge.jobs.sql_store``, SQLAlchemy) claims
+``sqlite``, ``sqlite+aiosqlite``, ``postgresql``, ``postgres`` and ``postgresql+asyncpg``. A new
+store implements every method below, registers its schemes with ``register_job_store`` and
+passes the contract suite (``tests/integration/test_job_store_contract.py``, which runs on every
+registered store).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from faithjudge.errors import FaithJudgeError
+from faithjudge_client.registry import Registry, UnknownName
+
+from faithjudge.errors import ConfigError, FaithJudgeError
 from faithjudge.transport.batch import Ledger
 
 if TYPE_CHECKING:
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVE_STATES",
     "DONE",
+    "JOB_STORES",
     "LEASED",
     "PENDING",
     "RECENT_S",
@@ -30,10 +36,13 @@ __all__ = [
     "DoneLine",
     "IdempotencyConflict",
     "JobStore",
+    "JobStoreClass",
     "LineCounts",
     "ProviderLedger",
     "StoreUnavailable",
     "open_job_store",
+    "register_job_store",
+    "store_schemes",
 ]
 
 # line states
@@ -205,10 +214,58 @@ class JobStore(Protocol):
     async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
 
 
-async def open_job_store(url: str, *, schema: str | None = None, migrate: bool = True) -> JobStore:
-    """The store at ``url`` (``sqlite+aiosqlite:///PATH`` or ``postgresql+asyncpg://...``),
-    connected and migrated unless ``migrate`` is False."""
-    from faithjudge.jobs.sql_store import SqlJobStore
+class JobStoreClass(Protocol):
+    """What a registered store provides: ``open`` builds a connected store for a URL."""
 
-    store: JobStore = await SqlJobStore.open(url, schema=schema, migrate=migrate)
+    async def open(self, url: str, *, schema: str | None = None, migrate: bool = True) -> Any:
+        """The store at ``url``, connected, and migrated unless ``migrate`` is False."""
+        ...
+
+
+JOB_STORES: Registry[JobStoreClass] = Registry("job store")
+"""Store classes by the URL scheme they claim (the part of a database URL before ``://``)."""
+
+
+def register_job_store(
+    schemes: Iterable[str], store: JobStoreClass | str, *, replace: bool = False
+) -> None:
+    """Make URLs of ``schemes`` open ``store`` (a class with ``open``, or a lazy
+    ``"module:Class"`` reference imported when such a URL is first opened).
+
+    Raises:
+        ValueError: a scheme already claimed by another store (unless ``replace``).
+    """
+    for scheme in schemes:
+        JOB_STORES.register(scheme, store, replace=replace)
+
+
+register_job_store(
+    ("sqlite", "sqlite+aiosqlite", "postgresql", "postgres", "postgresql+asyncpg"),
+    "faithjudge.jobs.sql_store:SqlJobStore",
+)
+
+
+def store_schemes() -> tuple[str, ...]:
+    """The URL schemes some registered store claims (nothing is imported)."""
+    return JOB_STORES.names()
+
+
+async def open_job_store(url: str, *, schema: str | None = None, migrate: bool = True) -> JobStore:
+    """The store at ``url`` (``sqlite:///PATH``, ``postgresql://...``, or any scheme of
+    ``JOB_STORES``), connected and migrated unless ``migrate`` is False.
+
+    Raises:
+        ConfigError: a URL without a scheme, or a scheme no store claims (listing them).
+    """
+    scheme, sep, _ = url.partition("://")
+    if not sep or not scheme:
+        raise ConfigError(f"not a database URL: {url!r} (postgresql://USER@HOST/DB)")
+    try:
+        store_class = JOB_STORES.get(scheme)
+    except UnknownName:
+        raise ConfigError(
+            f"unsupported database {scheme!r}: use one of {', '.join(store_schemes())} "
+            "(postgresql://USER@HOST/DB or sqlite:///PATH)"
+        ) from None
+    store: JobStore = await store_class.open(url, schema=schema, migrate=migrate)
     return store

@@ -24,7 +24,7 @@ from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jobs.interface import JobStore, ProviderLedger, StoreUnavailable
 from faithjudge.pipeline import Scorer
-from faithjudge.runners.file_runner import parse_line
+from faithjudge.request_lines import parse_line
 from faithjudge.runners.provider_batch import CollectStats, batch_runner, keyed_requests
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse

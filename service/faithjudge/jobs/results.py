@@ -20,7 +20,7 @@ from faithjudge_client.bodies import LineRejection
 from faithjudge_client.lines import ItemResult
 
 from faithjudge.jobs.interface import DONE, JobStore
-from faithjudge.pipeline import input_error_result
+from faithjudge.request_lines import input_error_result
 
 __all__ = ["rejection_result", "render_report", "result_lines"]
 
@@ -142,6 +142,7 @@ async def render_report(
     """The report of ``faithjudge.reports`` over the lines done so far (built off the event
     loop)."""
     # imported on first use: pandas and scipy would add seconds to every start-up
+    from faithjudge.reports.judges import JudgeTally
     from faithjudge.reports.render_html import LISTED_ITEMS, report_html
     from faithjudge.reports.render_md import report_markdown
     from faithjudge.reports.report import build_report, report_json
@@ -150,8 +151,9 @@ async def render_report(
     def build() -> str:
         # the HTML lists the first rows only: their quotes are all the table needs to keep
         results = _results_in_thread(store, batch_id, rejections)
-        items = item_table(results, quote_rows=LISTED_ITEMS)
-        report = build_report(items, B=bootstrap, seed=seed)
+        judges = JudgeTally()
+        items = item_table(judges.watch(results), quote_rows=LISTED_ITEMS)
+        report = build_report(items, B=bootstrap, seed=seed, judges=judges.summary())
         if fmt == "json":
             return json.dumps(report_json(report), allow_nan=False)
         if fmt == "md":

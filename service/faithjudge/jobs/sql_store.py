@@ -62,12 +62,35 @@ from faithjudge.jobs.schema import (
 from faithjudge.private_files import private_file
 from faithjudge.transport.base import JudgeResponse
 
-__all__ = ["SqlJobStore", "new_batch_id"]
+__all__ = ["SqlJobStore", "driver_url", "new_batch_id"]
+
+# The schemes this store serves (registered in faithjudge.jobs.interface.JOB_STORES) and the
+# async driver each one runs on.
+_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
 
 # a batch still uploading holds a slot of its tenant, too
 _OCCUPYING_STATES = ("ingesting", "queued", "running")
 # an upload that has not written for this long died with its process
 _STALE_INGEST_S = 600.0
+
+
+def driver_url(url: str) -> str:
+    """``url`` with the async driver FaithJudge ships: ``postgresql://`` becomes
+    ``postgresql+asyncpg://``, ``sqlite://`` becomes ``sqlite+aiosqlite://``.
+
+    Raises:
+        ValueError: a scheme this store does not serve.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in _DRIVERS:
+        raise ValueError(f"database URL must start with one of {sorted(_DRIVERS)}://")
+    return f"{_DRIVERS[scheme]}://{rest}"
 
 
 def new_batch_id() -> str:
@@ -141,8 +164,10 @@ class SqlJobStore:
     ) -> SqlJobStore:
         """Connect, and bring the schema up to date (Alembic) unless ``migrate`` is False.
 
-        ``schema`` (PostgreSQL) puts every table in that schema, which must exist.
+        ``schema`` (PostgreSQL) puts every table in that schema, which must exist. A plain
+        ``sqlite://`` or ``postgresql://`` URL gets the driver FaithJudge ships (``driver_url``).
         """
+        url = driver_url(url)
         if url.startswith("sqlite"):
             path = url.split(":///", 1)[1] if ":///" in url else ""
             if path and path != ":memory:":
@@ -155,7 +180,7 @@ class SqlJobStore:
             if path and path != ":memory:":
                 opened = os.stat(path)
                 store._file = (path, opened.st_dev, opened.st_ino)
-        elif url.startswith("postgresql"):
+        else:  # postgresql+asyncpg
             connect_args: dict[str, Any] = {}
             if schema:
                 connect_args["server_settings"] = {"search_path": schema}
@@ -163,10 +188,6 @@ class SqlJobStore:
                 url, pool_size=10, max_overflow=10, pool_pre_ping=True, connect_args=connect_args
             )
             store = cls(writer, writer, embedded=False)
-        else:
-            raise ValueError(
-                "database URL must start with sqlite+aiosqlite:// or postgresql+asyncpg://"
-            )
         if migrate:
             try:
                 await store.migrate()

@@ -27,7 +27,7 @@ from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jobs.interface import ClaimedLine, DoneLine, JobStore, StoreUnavailable
 from faithjudge.jobs.provider_phase import ProviderPhase, is_batch_route
 from faithjudge.pipeline import Scorer
-from faithjudge.runners.file_runner import parse_line
+from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
 
 __all__ = ["Worker", "done_line"]

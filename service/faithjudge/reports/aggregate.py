@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes
 
-from faithjudge.reports.resample import bootstrap_means, pattern_ids, rng_for
+from faithjudge.stats.bootstrap import rng_for
+from faithjudge.stats.resample import bootstrap_means, pattern_ids
 
 __all__ = [
     "DIMENSIONS",

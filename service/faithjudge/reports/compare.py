@@ -15,7 +15,8 @@ import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes, higher_is_better
 
 from faithjudge.reports.aggregate import stats
-from faithjudge.reports.resample import bootstrap_means, pattern_ids, rng_for
+from faithjudge.stats.bootstrap import rng_for
+from faithjudge.stats.resample import bootstrap_means, pattern_ids
 
 __all__ = ["compare_runs", "compared_stats"]
 

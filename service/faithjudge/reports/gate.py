@@ -45,7 +45,7 @@ Exit codes (``faithjudge.cli.common.ExitCode``): 0 pass; 1 a quality or regressi
 2 a coverage check failed (it wins over 1, because quality numbers on a badly covered run mean
 little); 3 the run could not be evaluated (raised as ``GateConfigError`` or by the reader, and
 handled by the CLI; a baseline that shares no item with the run, a config that sets no check);
-4 the run holds no result line or not one judged grade. ``unevaluable_reason`` and
+4 the run holds no result line or not one valid grade. ``unevaluable_reason`` and
 ``unshared_reason`` are the rules for 4 and 3 that ``faithjudge report`` applies as well.
 """
 
@@ -59,12 +59,11 @@ from typing import Any
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes, higher_is_better, labels
 
-from faithjudge.agreement.judge_coverage import GateThresholds, gated_scopes
 from faithjudge.errors import FaithJudgeError
 from faithjudge.exit_codes import ExitCode
 from faithjudge.reports.report import Report
 from faithjudge.reports.run_coverage import run_gates
-from faithjudge.scoring.outcomes import JUDGED
+from faithjudge.stats.judge_coverage import GateThresholds, gated_scopes
 
 __all__ = [
     "DEFAULT_MAX_NOT_JUDGED",
@@ -350,17 +349,21 @@ def _skippable(check: Check) -> bool:
 
 
 def unevaluable_reason(items: pd.DataFrame) -> str | None:
-    """Why the run cannot be gated at all (no lines, or not one metric judged), else None."""
+    """Why the run cannot be gated at all (no lines, or not one valid grade), else None.
+
+    Grades are counted, not lines: a run whose every reply failed verification (a judge that
+    never answers in the schema) has judged lines and still nothing to stand on.
+    """
     if items.empty:
         return "the result file holds no result lines"
-    judged = pd.Series(False, index=items.index)
+    grades: dict[str, int] = {}
     for label in labels():
-        judged |= items[f"{label}_outcome"].isin(JUDGED)
-    if not judged.any():
-        stages = (
-            items["error_stage"].fillna(items[f"{labels()[0]}_outcome"]).value_counts().to_dict()
-        )
-        return f"no metric of any line was judged (evaluator unreachable or bad input): {stages}"
+        for outcome, count in items[f"{label}_outcome"].value_counts().items():
+            if outcome != "missing":
+                grades[str(outcome)] = grades.get(str(outcome), 0) + int(count)
+    if not grades.get("valid"):
+        listed = ", ".join(f"{outcome} {count}" for outcome, count in sorted(grades.items()))
+        return f"not one of the {sum(grades.values())} grades is valid ({listed})"
     return None
 
 

@@ -16,8 +16,7 @@ from faithjudge_client.lines import ItemResult
 from pydantic import ValidationError
 
 from faithjudge.errors import FaithJudgeError
-from faithjudge.jsonl import numbered_lines
-from faithjudge.runners.file_runner import describe_validation_error
+from faithjudge.jsonl import describe_validation_error, numbered_lines
 
 __all__ = [
     "MAX_REPORTED_ERRORS",

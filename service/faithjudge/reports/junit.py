@@ -1,4 +1,8 @@
-"""JUnit XML of a gate run: one test case per check, so CI systems list each threshold."""
+"""JUnit XML of a gate run: one test case per check, so CI systems list each threshold.
+
+The suite's ``<properties>`` name the judge of the run (``judge.evaluator``, ``judge.model``,
+...; ``judge.N.*`` per judge when the results mix several), so a CI artifact says who graded.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from faithjudge.reports.gate import Check
+from faithjudge.reports.judges import JudgeSummary
 
 __all__ = ["junit_xml"]
 
@@ -14,7 +19,9 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-def junit_xml(checks: Sequence[Check], *, suite: str = "faithjudge-gate") -> str:
+def junit_xml(
+    checks: Sequence[Check], *, suite: str = "faithjudge-gate", judges: JudgeSummary | None = None
+) -> str:
     """A JUnit XML document; failed checks carry a ``<failure>``, unevaluable ones ``<skipped>``."""
     failures = sum(c.passed is False for c in checks)
     skipped = sum(c.passed is None for c in checks)
@@ -28,6 +35,10 @@ def junit_xml(checks: Sequence[Check], *, suite: str = "faithjudge-gate") -> str
         skipped=str(skipped),
         errors="0",
     )
+    if judges is not None:
+        properties = ET.SubElement(node, "properties")
+        for name, value in judges.properties():
+            ET.SubElement(properties, "property", name=name, value=value)
     for check in checks:
         case = ET.SubElement(
             node, "testcase", classname=f"faithjudge.{check.kind}", name=check.name

@@ -14,15 +14,15 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes, labels, metrics
 
+from faithjudge.markup import bar_chart_svg, fmt_ci, fmt_pct, html_table
+from faithjudge.palette import scope_tint
 from faithjudge.reports.aggregate import stats, table1_columns
 from faithjudge.reports.limits import LISTED_ITEMS
-from faithjudge.reports.render_md import fmt_ci, fmt_pct
 from faithjudge.reports.report import Report
 from faithjudge.scoring.outcomes import RATES
 
-__all__ = ["LISTED_ITEMS", "bar_chart_svg", "heatmap_svg", "highlight", "html_table", "report_html"]
+__all__ = ["LISTED_ITEMS", "heatmap_svg", "highlight", "report_html"]
 
-_COLORS = {"CF": "#2f6db5", "CA": "#d9822b", "CC": "#8a8a8a", "CT": "#5a9e4b"}
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -35,70 +35,17 @@ figcaption{font-size:.85em;color:#555}
 .item{border:1px solid #ddd;border-radius:6px;padding:8px 12px;margin:10px 0}
 .meta{font-size:.8em;color:#555}.cot{white-space:pre-wrap;font-family:ui-monospace,monospace;
 font-size:.85em;background:#fafafa;padding:8px}
-mark{background:#fff1a8;padding:0 1px}mark.CF{background:#cfe0f7}mark.CA{background:#fbd9b5}
-mark.CT{background:#d4ecce}mark.multi{background:#e8d4f2}
+mark{background:#fff1a8;padding:0 1px}mark.multi{background:#e8d4f2}
 """
+
+
+def _mark_css() -> str:
+    """One highlight class per catalogue metric (the classes ``highlight`` writes)."""
+    return "".join(f"mark.{label}{{background:{scope_tint(label)}}}" for label in labels())
 
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
-
-
-def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    """A table; header cells are escaped here, body cells come as HTML, `left` columns left."""
-    head = "".join(
-        f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(row))
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def bar_chart_svg(groups: Sequence[str], series: Mapping[str, Sequence[float | None]]) -> str:
-    """Grouped vertical bars (0–100%) with one colour per series; None draws no bar."""
-    width_group, bar = 18 * max(1, len(series)) + 14, 16
-    left, top, height = 40, 20, 180
-    width = left + width_group * max(1, len(groups)) + 20
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" '
-        f'height="{top + height + 62}" class="plot bars">'
-    ]
-    for tick in (0, 25, 50, 75, 100):
-        y = top + height - height * tick / 100
-        parts.append(
-            f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" '
-            f'stroke="#e3e3e3"/><text x="{left - 4}" y="{y + 4:.1f}" font-size="10" '
-            f'text-anchor="end">{tick}</text>'
-        )
-    for g, group in enumerate(groups):
-        x0 = left + g * width_group + 7
-        for s, (name, values) in enumerate(series.items()):
-            value = values[g]
-            if value is None or pd.isna(value):
-                continue
-            h = height * max(0.0, min(100.0, float(value))) / 100
-            parts.append(
-                f'<rect x="{x0 + s * 18}" y="{top + height - h:.1f}" width="{bar}" '
-                f'height="{h:.1f}" fill="{_COLORS.get(name, "#666")}">'
-                f"<title>{_e(group)} {_e(name)}: {float(value):.1f}%</title></rect>"
-            )
-        cx = x0 + width_group / 2 - 7
-        parts.append(
-            f'<text x="{cx:.1f}" y="{top + height + 12}" font-size="10" '
-            f'text-anchor="end" transform="rotate(-45 {cx:.1f} {top + height + 12})">'
-            f"{_e(group)}</text>"
-        )
-    for s, name in enumerate(series):
-        parts.append(
-            f'<rect x="{left + s * 60}" y="2" width="10" height="10" '
-            f'fill="{_COLORS.get(name, "#666")}"/><text x="{left + s * 60 + 14}" y="11" '
-            f'font-size="11">{_e(name)}</text>'
-        )
-    return "".join(parts) + "</svg>"
 
 
 def heatmap_svg(
@@ -255,6 +202,7 @@ def report_html(
         f"(B = {s['bootstrap']}, seed {s['seed']}). <span class='cc'>CC is exploratory."
         "</span></p>"
     ]
+    body.append(_judges(report))
     body.append("<h2>Table 1 (mean ± SD across modifications)</h2>")
     table1_cols = [column for column, _, _ in table1_columns()]
     body.append(
@@ -333,7 +281,18 @@ def report_html(
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width'><title>FaithJudge report</title>"
-        f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>"
+        f"<style>{_CSS}{_mark_css()}</style></head><body>{''.join(body)}</body></html>"
+    )
+
+
+def _judges(report: Report) -> str:
+    """The judge of the run (or each judge of a mixed run, with its line count)."""
+    if report.judges is None:
+        return ""
+    header, rows = report.judges.table()
+    css = ' class="fail"' if report.judges.mixed else ""
+    return f"<h2>Judge</h2><p{css}>{_e(report.judges.headline())}</p>" + html_table(
+        header, [[_e(cell) for cell in row] for row in rows], len(header)
     )
 
 

@@ -3,39 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes
 
+from faithjudge.markup import fmt_ci, fmt_pct, md_escape
 from faithjudge.reports.aggregate import stats, table1_columns
 from faithjudge.reports.gate import Check, failed_kinds
 from faithjudge.reports.report import Report
 from faithjudge.scoring.outcomes import RATES
 
-__all__ = ["fmt_ci", "fmt_pct", "gate_markdown", "gate_verdict", "md_escape", "report_markdown"]
-
-
-def md_escape(text: Any) -> str:
-    """Make untrusted text safe inside a Markdown table cell."""
-    value = str(text)
-    for char in "\\`*_[]<>|":
-        value = value.replace(char, "\\" + char)
-    return value.replace("\n", " ")
-
-
-def fmt_pct(value: Any, digits: int = 1) -> str:
-    """A percentage, or an en dash when it is missing."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "–"
-    return f"{float(value):.{digits}f}"
-
-
-def fmt_ci(value: Any, low: Any, high: Any) -> str:
-    """``value [low, high]`` in %."""
-    if value is None or pd.isna(value):
-        return "–"
-    return f"{fmt_pct(value)} [{fmt_pct(low)}, {fmt_pct(high)}]"
+__all__ = ["gate_markdown", "gate_verdict", "judges_markdown", "report_markdown"]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -78,7 +56,8 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
         "percentile "
         f"bootstrap CIs over items (B = {s['bootstrap']}, seed {s['seed']}). CC is exploratory."
     )
-    out += ["", "## Table 1 (mean ± SD across modifications)", ""]
+    out += ["", *judges_markdown(report)]
+    out += ["## Table 1 (mean ± SD across modifications)", ""]
     table1_cols = [column for column, _, _ in table1_columns()]
     out += _table(
         ["Model", *table1_cols],
@@ -123,6 +102,15 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
 def _document(lines: list[str]) -> str:
     """Markdown lines as one text that ends with exactly one newline (a POSIX text file)."""
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def judges_markdown(report: Report) -> list[str]:
+    """The judge of the run (or each judge of a mixed run, with its line count)."""
+    if report.judges is None:
+        return []
+    header, rows = report.judges.table()
+    out = ["## Judge", "", md_escape(report.judges.headline()), ""]
+    return out + _table(header, [[md_escape(cell) for cell in row] for row in rows])
 
 
 def coverage_markdown(report: Report) -> list[str]:
@@ -180,6 +168,7 @@ def gate_markdown(checks: Sequence[Check], code: int, report: Report) -> str:
     s = report.summary
     models = md_escape(", ".join(s["models"]))
     out = [f"# FaithJudge gate: {verdict}", "", f"{s['lines']} result lines, models: {models}.", ""]
+    out += judges_markdown(report)
     out += _table(
         ["Check", "Kind", "Threshold", "Value", "Result", "Detail"],
         [[md_escape(c.name), c.kind, fmt_pct(c.threshold, 2), fmt_pct(c.value, 2),

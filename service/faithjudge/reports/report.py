@@ -12,10 +12,11 @@ from typing import Any
 
 import pandas as pd
 
-from faithjudge.agreement.judge_coverage import Coverage, FprSham, GateResult
 from faithjudge.reports.aggregate import aggregate, table1
 from faithjudge.reports.compare import compare_runs
+from faithjudge.reports.judges import JudgeSummary
 from faithjudge.reports.run_coverage import run_coverage, run_fpr, run_gates
+from faithjudge.stats.judge_coverage import Coverage, FprSham, GateResult
 
 __all__ = ["Report", "build_report", "report_json"]
 
@@ -34,6 +35,8 @@ class Report:
     comparison_counts: dict[str, int] = field(default_factory=dict)
     bootstrap: int = 1000
     seed: int = 0
+    judges: JudgeSummary | None = None
+    """Who graded the run (from the lines' provenance); None when the caller did not count."""
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -61,11 +64,13 @@ def build_report(
     seed: int = 0,
     tolerance: dict[str, float] | None = None,
     flip_rate: str = "pairs",
+    judges: JudgeSummary | None = None,
 ) -> Report:
     """Aggregates, Table 1, coverage, placebo FPR, the paper's gates and an optional comparison.
 
     ``flip_rate``: ``pairs`` (the paper's: flipped over all pairs) or ``decided`` (flipped over
-    the pairs whose flip could be decided).
+    the pairs whose flip could be decided). ``judges`` (``reports.judges.JudgeTally``, counted
+    while the item table was read) is shown by every renderer.
     """
     aggregates = aggregate(items, B=B, seed=seed, flip_rate=flip_rate)
     baseline_codes = frozenset(items.loc[items["kind"] == "baseline", "modification"].unique())
@@ -86,6 +91,7 @@ def build_report(
         comparison_counts=counts,
         bootstrap=B,
         seed=seed,
+        judges=judges,
     )
 
 
@@ -102,6 +108,7 @@ def report_json(report: Report) -> dict[str, Any]:
     """The machine-readable report (JSON-safe: NaN becomes null)."""
     return {
         "summary": report.summary,
+        "judges": None if report.judges is None else report.judges.to_json(),
         "table1": _records(report.table1),
         "aggregates": _records(report.aggregates),
         "coverage": {k: v.model_dump() for k, v in report.coverage.items()},

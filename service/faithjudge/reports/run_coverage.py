@@ -1,11 +1,11 @@
 """Coverage diagnostics, placebo FPR and gates of a scored run (METHODS §1.11).
 
-Reuses the judge-validation definitions of ``faithjudge.agreement.judge_coverage`` unchanged: the
+Reuses the judge-validation definitions of ``faithjudge.stats.judge_coverage`` unchanged: the
 outcome of CC combined from CF and CT (``axis_outcomes``), the rate indicators, the result
 models and ``evaluate_gates`` (pass when the point value and the 95% upper bound are within the
 threshold). Only the bootstrap is generalised: per-item outcome tuples take few distinct values,
 so the paired item bootstrap is drawn as a multinomial over the distinct tuples (see
-``faithjudge.reports.resample``), which keeps 300,000 lines within memory.
+``faithjudge.stats.resample``), which keeps 300,000 lines within memory.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 from faithjudge_client.metric_catalogue import metrics, report_scopes, sham_metric
 
-from faithjudge.agreement.judge_coverage import (
-    RATES,
+from faithjudge.scoring.outcomes import RATES
+from faithjudge.stats.bootstrap import rng_for
+from faithjudge.stats.judge_coverage import (
     Coverage,
     FprSham,
     GateResult,
@@ -27,7 +28,6 @@ from faithjudge.agreement.judge_coverage import (
     estimate_rate,
     evaluate_gates,
 )
-from faithjudge.reports.resample import rng_for
 
 __all__ = ["run_coverage", "run_fpr", "run_gates"]
 

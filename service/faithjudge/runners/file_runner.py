@@ -7,7 +7,6 @@ that stops part-way resumes: lines whose results are already in the output are s
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import Callable
@@ -17,22 +16,22 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import orjson
-from faithjudge_client.lines import ItemResult, Metric, ScoreRequest, non_finite_path
+from faithjudge_client.lines import ItemResult, Metric, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names
-from pydantic import ValidationError
 
 from faithjudge.errors import FaithJudgeError, UserInputError
 from faithjudge.jsonl import BOM, numbered_lines
-from faithjudge.pipeline import Scorer, input_error_result, readable_text
+from faithjudge.pipeline import Scorer
+from faithjudge.request_lines import parse_line, readable_text
 from faithjudge.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
 
-__all__ = ["RunSummary", "count_lines", "describe_validation_error", "parse_line", "score_file"]
+__all__ = ["ScoreFileSummary", "score_file"]
 
 ProgressFn = Callable[[int], None]
 
 
 @dataclass(slots=True)
-class RunSummary:
+class ScoreFileSummary:
     """What a run did: lines, and per metric the outcome counts of ``metric_outcome`` (the same
     classification the reports, the gate and judge validation count coverage with)."""
 
@@ -44,6 +43,8 @@ class RunSummary:
     outcomes: dict[Metric, dict[str, int]] = field(
         default_factory=lambda: {metric: count_outcomes(()) for metric in metric_names()}
     )
+    response_formats: dict[str, int] = field(default_factory=dict)
+    """Result lines by the response format(s) their judge calls were asked in."""
 
     def add(self, result: ItemResult) -> None:
         self.scored += 1
@@ -54,11 +55,19 @@ class RunSummary:
             self.answers_off_options += 1
         for metric, counts in self.outcomes.items():
             counts[metric_outcome(result.metrics.get(metric), error_stage)] += 1
+        asked_in = result.provenance.response_format if result.provenance is not None else None
+        if asked_in is not None:
+            self.response_formats[asked_in] = self.response_formats.get(asked_in, 0) + 1
 
     @property
     def judged(self) -> int:
         """Grades that reached the judge and came back (valid, or the judge's own failure)."""
         return sum(counts[o] for counts in self.outcomes.values() for o in JUDGED)
+
+    @property
+    def valid(self) -> int:
+        """Grades that passed verification."""
+        return sum(counts["valid"] for counts in self.outcomes.values())
 
     def totals(self) -> dict[str, int]:
         """Outcome counts summed over the metrics (only those that occurred)."""
@@ -73,56 +82,6 @@ class RunSummary:
         return rates_from_counts(self.outcomes[metric])
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """A short message naming every offending field (``baseline.cot: ...``)."""
-    parts = []
-    for error in exc.errors(include_url=False)[:5]:
-        where = ".".join(str(p) for p in error["loc"]) or "(line)"
-        parts.append(f"{where}: {error['msg']}")
-    more = len(exc.errors()) - 5
-    if more > 0:
-        parts.append(f"... and {more} more")
-    return "; ".join(parts)
-
-
-def parse_line(raw: bytes, line: int) -> ScoreRequest | ItemResult:
-    """Parse one JSONL line into a request, or into the error result that replaces it.
-
-    The error names the line and the field, and keeps what could be read of the line (item_id,
-    model, question). NaN, Infinity and numbers too large for a double are not JSON numbers: such
-    a line is an error line naming where, never a crash that stops the file. A UTF-8 byte order
-    mark at the start of a line (Windows editors write one at the start of a file; concatenated
-    files carry theirs inward) is ignored, as RFC 8259 allows.
-    """
-    raw = raw.removeprefix(BOM)  # stored batch lines come here unread by numbered_lines
-    try:
-        return ScoreRequest.model_validate_json(raw)
-    except ValidationError as exc:
-        error = exc
-    # the slow path runs only for bad lines: say precisely what is wrong with them
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return _unparsable(raw, line, exc)
-    if not isinstance(data, dict):
-        return input_error_result(line, f"line {line}: expected a JSON object")
-    detail = f"line {line}: {describe_validation_error(error)}"
-    return input_error_result(line, detail, readable=data)
-
-
-def _unparsable(raw: bytes, line: int, exc: orjson.JSONDecodeError) -> ItemResult:
-    """The error result of a line orjson refuses; a lenient read finds non-finite numbers."""
-    try:
-        lenient = json.loads(raw)
-    except (ValueError, RecursionError):
-        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
-    where = non_finite_path(lenient, "") if isinstance(lenient, dict) else None
-    if where is None:
-        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
-    detail = f"line {line}: {where.lstrip('.')}: NaN or infinity is not a JSON number"
-    return input_error_result(line, detail, readable=lenient)
-
-
 def _first_error(group: BaseExceptionGroup) -> FaithJudgeError | None:
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
@@ -132,16 +91,6 @@ def _first_error(group: BaseExceptionGroup) -> FaithJudgeError | None:
         elif isinstance(exc, FaithJudgeError):
             return exc
     return None
-
-
-def count_lines(path: Path) -> int:
-    """Number of non-blank lines, counted in bulk (for the progress total)."""
-    count = 0
-    with path.open("rb") as handle:
-        for raw in handle:
-            if raw.strip():
-                count += 1
-    return count
 
 
 # Every result line starts so (``ItemResult`` dumps ``line`` first): what a torn write leaves.
@@ -223,7 +172,7 @@ async def score_file(
     *,
     concurrency: int = 100,
     progress: ProgressFn | None = None,
-) -> RunSummary:
+) -> ScoreFileSummary:
     """Score every line of ``source`` into ``output`` (appending; skips lines already there).
 
     At most ``concurrency`` items are scored at once (one for a judge in the process:
@@ -235,7 +184,7 @@ async def score_file(
         raise UserInputError(f"input file not found: {source}", field="input")
     _check_output(source, output)
     done = _done_lines(output)
-    summary = RunSummary(skipped=0)
+    summary = ScoreFileSummary(skipped=0)
     window = anyio.Semaphore(4 * concurrency)
     pending: dict[int, bytes] = {}
     order: deque[int] = deque()  # line numbers in read order, not yet written

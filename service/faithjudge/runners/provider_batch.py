@@ -27,7 +27,7 @@ from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jsonl import numbered_lines
 from faithjudge.pipeline import Scorer
-from faithjudge.runners.file_runner import parse_line
+from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
 from faithjudge.transport.batch import (
     BatchLedger,

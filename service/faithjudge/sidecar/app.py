@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from faithjudge.errors import FaithJudgeError, UserInputError
-from faithjudge.runners.file_runner import describe_validation_error
+from faithjudge.jsonl import describe_validation_error
 from faithjudge.sidecar.generate import (
     Generator,
     Issue,

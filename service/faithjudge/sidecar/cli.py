@@ -15,15 +15,15 @@ from rich.console import Console
 from rich.table import Table
 
 from faithjudge.errors import FaithJudgeError
+from faithjudge.event_loop import run_async
 from faithjudge.exit_codes import ExitCode
+from faithjudge.jsonl import count_lines
 from faithjudge.progress import progress_bar
-from faithjudge.runners.file_runner import count_lines
-from faithjudge.runtime import run_async
 from faithjudge.sidecar.backends import BACKENDS, BackendConfig, make_backend
 from faithjudge.sidecar.generate import (
     GenerationOptions,
+    GenerationSummary,
     Generator,
-    RunSummary,
     generate_file,
     parse_modifications,
     parse_params,
@@ -174,7 +174,7 @@ async def _run(
     chunk_items: int,
     show_progress: bool,
     restart: bool,
-) -> RunSummary:
+) -> GenerationSummary:
     total = count_lines(items)
     vlm = make_backend(config)
     try:
@@ -193,7 +193,7 @@ async def _run(
         await vlm.aclose()
 
 
-def _print_summary(summary: RunSummary, output: Path) -> None:
+def _print_summary(summary: GenerationSummary, output: Path) -> None:
     table = Table(title=f"{summary.lines} request lines -> {output}")
     table.add_column("outcome")
     table.add_column("count", justify="right")

@@ -46,11 +46,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GenerationOptions",
+    "GenerationSummary",
     "Generator",
     "Issue",
     "Outcome",
     "RunSpec",
-    "RunSummary",
     "generate_file",
     "parse_modifications",
     "parse_params",
@@ -237,7 +237,10 @@ class Issue:
 
 
 @dataclass(slots=True)
-class RunSummary:
+class GenerationSummary:
+    """What a CoT generation run did: items read, request lines written (baselines among them),
+    issues by kind and the parse status of each output; checkpointed, so a resume counts on."""
+
     items: int = 0
     lines: int = 0
     baseline_lines: int = 0
@@ -607,7 +610,7 @@ async def generate_file(
     chunk_items: int = 16,
     progress: Callable[[int], None] | None = None,
     restart: bool = False,
-) -> RunSummary:
+) -> GenerationSummary:
     """Generate every item of ``items_path`` into ``output`` (ScoreRequest JSONL).
 
     Issues go to ``<output>.issues.jsonl`` and the run's settings and counts to
@@ -628,7 +631,7 @@ async def generate_file(
     fingerprint = _fingerprint(items_path, generator.manifest())
     output.parent.mkdir(parents=True, exist_ok=True)
     state = None if restart else checkpoint.resume_state(output, fingerprint)
-    summary = RunSummary(**state["summary"]) if state is not None else RunSummary()
+    summary = GenerationSummary(**state["summary"]) if state is not None else GenerationSummary()
     done_through = state["items_line"] if state is not None else 0
     if state is not None and progress is not None:
         progress(state["items_done"])

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from faithjudge.runners.file_runner import describe_validation_error
+from faithjudge.jsonl import describe_validation_error
 from faithjudge.scoring.answers import QuestionSpec, normalize_answer, parse_question
 
 if TYPE_CHECKING:

@@ -4,6 +4,17 @@ The transport never looks inside a request: ``JudgeCaller`` hands it to the targ
 and derives its cache key from ``cache_key_material``. So it is generic over the request type
 (the pipeline's ``JudgeRequest``, the sidecar's ``ChatCall``) and owns only the response side,
 which its cache stores.
+
+A target may also carry these optional members, which ``JudgeCaller`` reads with defaults:
+
+- ``paced`` (bool, default False): the server's parallelism is unknown (it runs on this machine
+  or network), so the caller learns how many calls it takes at once
+  (``faithjudge.transport.pacing``);
+- ``timeout_s`` (float): how long the target waits in silence for its server;
+- ``overloaded(exc) -> "silent" | "cut" | None``: the failure shows the server has more calls
+  than it serves (a timeout, a streamed reply cut short);
+- ``explain(exc) -> str | None``: what the user should know about a failure (the server's own
+  message, the setting that bounds it), added to the recorded failure.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["CallTarget", "JudgeResponse", "RequestT", "Usage"]
+__all__ = ["CallTarget", "JudgeResponse", "RequestChanged", "RequestT", "Usage"]
 
 RequestT = TypeVar("RequestT", contravariant=True)
 """The request type a target accepts; the transport passes it through untouched."""
@@ -34,6 +45,17 @@ class JudgeResponse:
     fingerprint: str | None = None
     attempts: int = 1
     cached: bool = False
+    finish_reason: str | None = None
+    """Why the reply ended, as the server said (``stop``; ``length``: cut at the token limit)."""
+    response_format: str | None = None
+    """The response format the reply was asked in (``faithjudge.transport.judge_servers``)."""
+
+
+class RequestChanged(Exception):
+    """Raised by a target's ``judge`` when what it sends for a request changed since the caller
+    keyed it: it learnt that its server refuses a response format. The caller keys the request
+    again, looks in the cache and among the calls in flight, and only then calls again, so an
+    answer is always cached under the request that was really sent."""
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ import anyio
 import orjson
 
 from faithjudge.errors import EvaluatorError, FaithJudgeError
+from faithjudge.private_files import open_private, private_dir, private_file
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.cache import ResponseCache
 from faithjudge.transport.chat import completion_from_data, json_default
@@ -276,10 +277,8 @@ class BatchLedger:
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.parts_dir = path.parent / "batch-parts"
-        self.parts_dir.mkdir(exist_ok=True)
+        self.path = private_file(path)  # SQLite then creates its WAL/SHM files 0600 too
+        self.parts_dir = private_dir(path.parent / "batch-parts")
         self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         # as the response cache: a commit survives the process being killed; only a power
@@ -473,7 +472,7 @@ class PartWriter:
             await self.close_part()
         if self._handle is None:
             self._path = self._ledger.next_part_path()
-            self._handle = self._path.open("wb")
+            self._handle = open_private(self._path)  # part files hold every CoT
         self._handle.write(line)
         self._keys.append(key)
         self._seen.add(key)

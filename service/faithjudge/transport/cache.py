@@ -30,7 +30,7 @@ from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = ["ResponseCache", "cache_key"]
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _CREATE = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -39,19 +39,25 @@ CREATE TABLE IF NOT EXISTS responses (
     fingerprint TEXT,
     prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    finish_reason TEXT,
+    response_format TEXT
 ) WITHOUT ROWID
 """
+# Version 2 keeps why a reply ended and the format it was asked in: a cached reply cut at the
+# token limit is reported as such again. A version 1 file gains the columns (NULL for its rows).
+_ADDED_COLUMNS = (("finish_reason", "TEXT"), ("response_format", "TEXT"))
 _SELECT = (
-    "SELECT text, model, fingerprint, prompt_tokens, completion_tokens FROM responses WHERE key = ?"
+    "SELECT text, model, fingerprint, prompt_tokens, completion_tokens, finish_reason, "
+    "response_format FROM responses WHERE key = ?"
 )
 _UPSERT = (
     "INSERT OR REPLACE INTO responses "
-    "(key, text, model, fingerprint, prompt_tokens, completion_tokens, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "(key, text, model, fingerprint, prompt_tokens, completion_tokens, finish_reason, "
+    "response_format, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_Row = tuple[str, str, str | None, str | None, int, int, float]
+_Row = tuple[str, str, str | None, str | None, int, int, str | None, str | None, float]
 
 
 def _plain(value: Any) -> Any:
@@ -91,6 +97,10 @@ class ResponseCache:
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=5000")
         conn.execute(_CREATE)
+        present = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+        for name, kind in _ADDED_COLUMNS:
+            if name not in present:
+                conn.execute(f"ALTER TABLE responses ADD COLUMN {name} {kind}")
         conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
 
     @property
@@ -110,12 +120,12 @@ class ResponseCache:
         """The stored response for ``key`` (``cached=True``, ``attempts=0``), or None."""
         pending = self._pending.get(key)
         if pending is not None:
-            row: tuple[Any, ...] | None = pending[1:6]
+            row: tuple[Any, ...] | None = pending[1:8]
         else:
             row = self._connection().execute(_SELECT, (key,)).fetchone()
         if row is None:
             return None
-        text, model, fingerprint, prompt_tokens, completion_tokens = row
+        text, model, fingerprint, prompt_tokens, completion_tokens, finish, response_format = row
         return JudgeResponse(
             text=text,
             model=model,
@@ -123,6 +133,8 @@ class ResponseCache:
             fingerprint=fingerprint,
             attempts=0,
             cached=True,
+            finish_reason=finish,
+            response_format=response_format,
         )
 
     def put(self, key: str, response: JudgeResponse) -> None:
@@ -135,6 +147,8 @@ class ResponseCache:
             response.fingerprint,
             response.usage.prompt_tokens,
             response.usage.completion_tokens,
+            response.finish_reason,
+            response.response_format,
             time.time(),
         )
         if len(self._pending) >= self._batch_size:

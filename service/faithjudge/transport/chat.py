@@ -1,20 +1,37 @@
 """The chat-completions wire format, as the transport reads and writes it.
 
 Shared by the live ``openai`` backend and the Batch API route, so both serialise requests and
-read replies the same way.
+read replies the same way; the prompt sets render into its ``Message`` and the sidecar's VLM
+backends name their token limit as the judge does (``max_tokens_field_for``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import orjson
 
 from faithjudge.errors import EvaluatorError
 from faithjudge.transport.base import JudgeResponse, Usage
 
-__all__ = ["completion_from_data", "json_default", "parse_completion"]
+__all__ = [
+    "CompletionChunks",
+    "Message",
+    "StreamCutShort",
+    "completion_from_data",
+    "json_default",
+    "max_tokens_field_for",
+    "parse_completion",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
 
 
 def json_default(value: Any) -> Any:
@@ -42,6 +59,7 @@ def completion_from_data(data: Any, raw: bytes | None = None) -> JudgeResponse:
     try:
         choices = data.get("choices") or []
         text = (choices[0].get("message") or {}).get("content") if choices else None
+        finish = choices[0].get("finish_reason") if choices else None
         usage = data.get("usage") or {}
         return JudgeResponse(
             text=text if isinstance(text, str) else "",
@@ -51,9 +69,77 @@ def completion_from_data(data: Any, raw: bytes | None = None) -> JudgeResponse:
                 completion_tokens=int(usage.get("completion_tokens") or 0),
             ),
             fingerprint=data.get("system_fingerprint"),
+            finish_reason=finish if isinstance(finish, str) else None,
         )
     except (AttributeError, TypeError, ValueError, IndexError, KeyError) as exc:
         raise _not_a_completion(exc, raw if raw is not None else orjson.dumps(data)) from exc
+
+
+class StreamCutShort(EvaluatorError):
+    """A streamed reply ended before the server said why it stopped (no ``finish_reason``):
+    the server cut it, as llama-cpp-python does when another request is waiting. Worth another
+    try, with fewer calls in flight."""
+
+
+class CompletionChunks:
+    """A streamed chat completion (``stream: true``), assembled chunk by chunk.
+
+    ``add`` takes each decoded ``data:`` payload of the event stream; ``response`` returns the
+    reply as ``parse_completion`` would have read it unstreamed (text, model, usage when the
+    server sends it, fingerprint, finish reason), or raises ``StreamCutShort`` when the stream
+    ended without a ``finish_reason``.
+    """
+
+    __slots__ = ("_fingerprint", "_finish", "_model", "_parts", "_usage")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._model: str | None = None
+        self._fingerprint: str | None = None
+        self._finish: str | None = None
+        self._usage = Usage()
+
+    def add(self, chunk: Any) -> None:
+        if not isinstance(chunk, Mapping):
+            return
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self._model = model
+        fingerprint = chunk.get("system_fingerprint")
+        if isinstance(fingerprint, str) and fingerprint:
+            self._fingerprint = fingerprint
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            self._usage = Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            )
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content") if isinstance(delta, Mapping) else None
+            if isinstance(content, str):
+                self._parts.append(content)
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str) and finish:
+                self._finish = finish
+
+    def response(self) -> JudgeResponse:
+        text = "".join(self._parts)
+        if self._finish is None:
+            raise StreamCutShort(
+                f"the server ended the streamed reply after {len(text)} characters without "
+                "saying why (no finish_reason): it cut the reply short",
+                body=text[:2000] or None,
+            )
+        return JudgeResponse(
+            text=text,
+            model=self._model,
+            usage=self._usage,
+            fingerprint=self._fingerprint,
+            finish_reason=self._finish,
+        )
 
 
 def _not_a_completion(exc: Exception, raw: bytes) -> EvaluatorError:
@@ -62,3 +148,16 @@ def _not_a_completion(exc: Exception, raw: bytes) -> EvaluatorError:
         status=200,
         body=raw[:2000].decode("utf-8", "replace"),
     )
+
+
+def max_tokens_field_for(base_url: str) -> str:
+    """``max_completion_tokens`` for OpenAI and Azure OpenAI, ``max_tokens`` elsewhere.
+
+    OpenAI's reasoning models refuse the deprecated ``max_tokens``; local servers (vLLM, SGLang,
+    llama.cpp, Ollama) all accept it, while some ignore the newer name. The base URL is part of
+    the cache key, so the key still says exactly what was sent.
+    """
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "api.openai.com" or host.endswith((".openai.com", ".openai.azure.com")):
+        return "max_completion_tokens"
+    return "max_tokens"

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import os
 import ssl
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
@@ -26,6 +27,8 @@ __all__ = [
     "LOCAL_API_KEY",
     "OPENAI_DEFAULT_BASE_URL",
     "HttpTransport",
+    "LiteLLMRoute",
+    "litellm_route",
     "load_litellm",
     "make_openai_client",
 ]
@@ -102,8 +105,58 @@ def make_openai_client(
 
 def load_litellm() -> ModuleType:
     """Import the optional ``litellm`` package, or explain how to install it."""
-    if importlib.util.find_spec("litellm") is None:
+    try:
+        return importlib.import_module("litellm")
+    except ImportError:
         raise ConfigError(
             "the litellm backend needs the optional extra: pip install 'faithjudge[litellm]'"
-        )
-    return importlib.import_module("litellm")
+        ) from None
+
+
+# The variables LiteLLM reads for an OpenAI-compatible provider's endpoint, in its order.
+_LITELLM_OPENAI_BASES = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
+_LITELLM_OPENAI_PROVIDERS = ("openai", "text-completion-openai", "custom_openai")
+
+
+@dataclass(frozen=True, slots=True)
+class LiteLLMRoute:
+    """Where LiteLLM sends a model's calls: its provider and endpoint (None: the provider's
+    default)."""
+
+    provider: str | None
+    api_base: str | None
+
+
+def litellm_route(
+    litellm_module: ModuleType, model: str, api_base: str | None = None
+) -> LiteLLMRoute:
+    """The provider and endpoint LiteLLM calls for ``model``, as it resolves them.
+
+    The provider comes from LiteLLM's own ``get_llm_provider``; the endpoint is ``api_base``
+    when given, else the one LiteLLM would take from the environment (``OPENAI_BASE_URL`` /
+    ``OPENAI_API_BASE`` for OpenAI-compatible providers, ``<PROVIDER>_API_BASE`` /
+    ``<PROVIDER>_BASE_URL`` for the others, ``litellm.api_base`` set in code). The backend passes
+    the endpoint on explicitly, so the cache key and the call name the same server.
+    """
+    provider: str | None = None
+    resolved = api_base
+    lookup = getattr(litellm_module, "get_llm_provider", None)
+    if callable(lookup):
+        try:
+            _, found, _, dynamic_base = lookup(model=model, api_base=api_base)
+        except Exception:  # an unknown provider prefix: LiteLLM itself will say so at call time
+            found, dynamic_base = None, None
+        provider = found if isinstance(found, str) and found else None
+        if resolved is None and isinstance(dynamic_base, str) and dynamic_base:
+            resolved = dynamic_base
+    if resolved is None:
+        module_base = getattr(litellm_module, "api_base", None)
+        resolved = module_base if isinstance(module_base, str) and module_base else None
+    if resolved is None and provider is not None:
+        names: tuple[str, ...] = ()
+        if provider in _LITELLM_OPENAI_PROVIDERS:
+            names = _LITELLM_OPENAI_BASES
+        prefix = provider.upper().replace("-", "_")
+        names = (*names, f"{prefix}_API_BASE", f"{prefix}_BASE_URL")
+        resolved = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    return LiteLLMRoute(provider=provider, api_base=resolved)

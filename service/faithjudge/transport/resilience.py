@@ -7,7 +7,14 @@ target untouched.
 1. the response cache is consulted (a hit costs no evaluator call: ``attempts == 0``);
 2. an identical request already in flight is awaited instead of sent again;
 3. otherwise the evaluator is called under the ``anyio.CapacityLimiter``, retried with tenacity
-   while ``evaluator.should_retry(exc)`` says the failure is transient, and the success is cached.
+   while ``evaluator.should_retry(exc)`` says the failure is transient, and the success is cached
+   under the key of what was sent: a target whose request changed since it was keyed (it learnt
+   that its server refuses a response format) raises ``RequestChanged``, and the request is keyed
+   and looked up again before it is sent.
+
+For a target whose server's parallelism is unknown (``paced``: one on this machine or network),
+the limiter's size is learnt from the answers (``faithjudge.transport.pacing``): one call at
+first, more while answers come back, fewer after timeouts and replies cut short.
 
 Backoff follows METHODS §1.14 [REC]: before retry ``n`` (0-based) wait ``d + U(0, d)`` with
 ``d = base * multiplier**n``, capped at ``max_delay``; when the server sent ``Retry-After``, that
@@ -31,7 +38,8 @@ import contextlib
 import random
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -40,8 +48,9 @@ from faithjudge_client.retry import RetryPolicy
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from faithjudge.errors import EvaluatorError, FaithJudgeError
-from faithjudge.transport.base import CallTarget, JudgeResponse
+from faithjudge.transport.base import CallTarget, JudgeResponse, RequestChanged
 from faithjudge.transport.cache import ResponseCache, cache_key
+from faithjudge.transport.pacing import Pacing
 
 __all__ = [
     "CallerStats",
@@ -115,6 +124,8 @@ class CallerStats:
     evaluator_calls: int = 0
     retries: int = 0
     failures: int = 0
+    rekeyed: int = 0
+    """Requests keyed again because the target changed what it sends (a response format)."""
 
 
 @dataclass(slots=True)
@@ -127,6 +138,8 @@ class _Flight:
 
 
 _NO_LIMIT = contextlib.nullcontext()
+# A request is keyed again at most once per response format a server may refuse, and a little.
+_MAX_REKEYS = 8
 
 
 class JudgeCaller(Generic[Request]):
@@ -134,6 +147,7 @@ class JudgeCaller(Generic[Request]):
 
     ``sleep`` is the backoff sleep (tests pass a recorder that returns at once); ``rng`` draws
     the jitter. Requests whose ``cache_key_material`` is None (replay) skip cache and dedupe.
+    ``clock`` measures latencies for pacing (tests pass a fake one).
     """
 
     def __init__(
@@ -146,6 +160,7 @@ class JudgeCaller(Generic[Request]):
         sleep: SleepFn | None = None,
         rng: random.Random | None = None,
         fail_fast_after: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.evaluator = evaluator
         self.fail_fast_after = fail_fast_after
@@ -162,13 +177,30 @@ class JudgeCaller(Generic[Request]):
         # a judge that runs in this process: no I/O to wait on, nothing to limit or overlap
         self.in_process = bool(getattr(evaluator, "in_process", False))
         self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
+        self._clock = clock
+        self.pacing: Pacing | None = None
+        if getattr(evaluator, "paced", False) and not self.in_process:
+            timeout = getattr(evaluator, "timeout_s", None)
+            self.pacing = Pacing(
+                self.limiter, timeout_s=timeout if isinstance(timeout, int | float) else None
+            )
 
     async def call(self, request: Request) -> JudgeResponse:
         """The evaluator's response to ``request``; raises ``EvaluatorError`` when it fails."""
         self.stats.requests += 1
-        material = self.evaluator.cache_key_material(request)
-        if material is None:
-            return await self._call_evaluator(request)
+        for _ in range(_MAX_REKEYS):
+            material = self.evaluator.cache_key_material(request)
+            if material is None:
+                return await self._call_evaluator(request, None)
+            try:
+                return await self._call_keyed(request, material)
+            except RequestChanged:
+                self.stats.rekeyed += 1
+        raise EvaluatorError(
+            f"the judge {self.evaluator.id} changed its request {_MAX_REKEYS} times in a row"
+        )
+
+    async def _call_keyed(self, request: Request, material: Mapping[str, Any]) -> JudgeResponse:
         key = cache_key(material)
         while True:
             if self.cache is not None:
@@ -191,13 +223,12 @@ class JudgeCaller(Generic[Request]):
         flight = _Flight()
         self._inflight[key] = flight
         try:
-            response = await self._call_evaluator(request)
+            # ``_call_evaluator`` sends exactly ``material`` or raises ``RequestChanged``: the
+            # answer belongs under ``key``.
+            response = await self._call_evaluator(request, material)
             flight.response = response
             if self.cache is not None:
-                # Key by what was actually sent: a backend may have changed its wire format
-                # during the call (the OpenAI json_schema -> json_object fallback).
-                after = self.evaluator.cache_key_material(request)
-                self.cache.put(cache_key(after) if after is not None else key, response)
+                self.cache.put(key, response)
             return response
         except EvaluatorError as exc:
             flight.error = exc
@@ -206,18 +237,38 @@ class JudgeCaller(Generic[Request]):
             del self._inflight[key]
             flight.done.set()
 
-    async def _call_evaluator(self, request: Request) -> JudgeResponse:
+    async def _call_evaluator(
+        self, request: Request, material: Mapping[str, Any] | None
+    ) -> JudgeResponse:
         if self._dead is not None:
             raise self._dead
         attempts = 0
+        pacing = self.pacing
 
         async def attempt() -> JudgeResponse:
             nonlocal attempts
             # a judge in the process has no I/O to wait on: a concurrency limit only costs
             async with _NO_LIMIT if self.in_process else self.limiter:
+                # keyed before waiting for the limiter: the target may have learnt since that
+                # its server wants another request (a response format it refused)
+                if (
+                    material is not None
+                    and not self.in_process
+                    and self.evaluator.cache_key_material(request) != material
+                ):
+                    raise RequestChanged("the request changed while it waited to be sent")
                 attempts += 1
                 self.stats.evaluator_calls += 1
-                return await self.evaluator.judge(request)
+                if pacing is None:
+                    return await self.evaluator.judge(request)
+                stamp, started = pacing.stamp(), self._clock()
+                try:
+                    response = await self.evaluator.judge(request)
+                except Exception as exc:
+                    self._note_overload(pacing, stamp, exc)
+                    raise
+                pacing.answered(self._clock() - started)
+                return response
 
         async def attempt_with_retries() -> JudgeResponse:
             # The first try runs outside tenacity: nearly every call succeeds at once, and the
@@ -241,10 +292,15 @@ class JudgeCaller(Generic[Request]):
 
         try:
             response = await attempt_with_retries()
+        except RequestChanged:
+            raise
         except EvaluatorError as exc:
             self.stats.failures += 1
             raise EvaluatorError(
-                str(exc), status=exc.status, body=exc.body, attempts=attempts
+                _with_explanation(str(exc), self._explain(exc)),
+                status=exc.status,
+                body=exc.body,
+                attempts=attempts,
             ) from exc
         except FaithJudgeError:
             # A configuration or input problem of our own: retrying or hiding it helps no one.
@@ -252,9 +308,27 @@ class JudgeCaller(Generic[Request]):
         except Exception as exc:
             self.stats.failures += 1
             self._note_unreachable(exc, attempts)
-            raise _as_evaluator_error(exc, attempts, self._is_retryable(exc)) from exc
+            raise _as_evaluator_error(
+                exc, attempts, self._is_retryable(exc), self._explain(exc)
+            ) from exc
         self._unreachable_streak = -1  # the judge answered once: no longer "dead at the start"
         return replace(response, attempts=attempts, cached=False)
+
+    def _note_overload(self, pacing: Pacing, stamp: int, exc: Exception) -> None:
+        overloaded = getattr(self.evaluator, "overloaded", None)
+        kind = overloaded(exc) if callable(overloaded) else None
+        if kind in ("silent", "cut"):
+            pacing.overloaded(stamp, silent=kind == "silent")
+
+    def _explain(self, exc: BaseException) -> str | None:
+        explain = getattr(self.evaluator, "explain", None)
+        if not callable(explain):
+            return None
+        try:
+            text = explain(exc)
+        except Exception:  # an explanation must never hide the failure it explains
+            return None
+        return text if isinstance(text, str) and text else None
 
     def _note_unreachable(self, exc: Exception, attempts: int) -> None:
         cause = unreachable_cause(exc)
@@ -275,8 +349,10 @@ class JudgeCaller(Generic[Request]):
     def _is_retryable(self, exc: BaseException) -> bool:
         # Only ordinary exceptions are classified: cancellation and exits must propagate. A judge
         # that refuses us or does not exist is not retried like a 5xx, whatever the backend says.
+        # A changed request is not a failure: the caller keys it again.
         return (
             isinstance(exc, Exception)
+            and not isinstance(exc, RequestChanged)
             and unreachable_cause(exc) is None
             and bool(self.evaluator.should_retry(exc))
         )
@@ -294,7 +370,15 @@ class JudgeCaller(Generic[Request]):
         self.stats.retries += 1
 
 
-def _as_evaluator_error(exc: Exception, attempts: int, retryable: bool) -> EvaluatorError:
+def _with_explanation(message: str, explanation: str | None) -> str:
+    if not explanation or explanation in message:
+        return message
+    return f"{message}; {explanation}"
+
+
+def _as_evaluator_error(
+    exc: Exception, attempts: int, retryable: bool, explanation: str | None = None
+) -> EvaluatorError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     body = getattr(exc, "body", None)
@@ -307,6 +391,8 @@ def _as_evaluator_error(exc: Exception, attempts: int, retryable: bool) -> Evalu
         why = f"not retried: {cause}"
     detail = describe_exception(exc)[:400]
     message = f"{what} after {attempts} attempt{'s' if attempts != 1 else ''}, {why}"
+    if explanation:
+        message = f"{message}: {explanation}"
     return EvaluatorError(
         f"{message}: {detail}" if detail else message,
         status=status,

@@ -35,7 +35,7 @@ from faithjudge.api.examples import (
     problems,
 )
 from faithjudge.api.keys import LIMIT_NAMES
-from faithjudge.api.problems import ApiError
+from faithjudge.api.problems import HttpProblem
 from faithjudge.api.uploads import batch_body
 from faithjudge.jobs.ingest import IngestLimits, submit_batch
 from faithjudge.jobs.results import render_report, result_lines
@@ -129,7 +129,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         created, _, batch_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         return float(created), batch_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ApiError(422, "invalid cursor: pass next_cursor from the previous page") from None
+        raise HttpProblem(422, "invalid cursor: pass next_cursor from the previous page") from None
 
 
 @router.get(

@@ -16,7 +16,7 @@ from faithjudge.api.deps import (
 from faithjudge.api.examples import (
     problems,
 )
-from faithjudge.api.problems import ApiError
+from faithjudge.api.problems import HttpProblem
 
 router = APIRouter()
 
@@ -31,7 +31,7 @@ router = APIRouter()
 async def evaluator(state: State, _tenant_name: Tenant) -> EvaluatorInfo:
     """Evaluator id, model, decoding settings and the hashes that make runs comparable."""
     if state.evaluator_info is None:
-        raise ApiError(503, "the evaluator is not built yet")
+        raise HttpProblem(503, "the evaluator is not built yet")
     return state.evaluator_info
 
 
@@ -45,7 +45,7 @@ async def evaluator(state: State, _tenant_name: Tenant) -> EvaluatorInfo:
 async def knowledge_base(state: State, _tenant_name: Tenant) -> KnowledgeBaseInfo:
     """KB id, version, sha256 and its questions with their answer options."""
     if state.kb_info is None:
-        raise ApiError(404, "no knowledge base is loaded")
+        raise HttpProblem(404, "no knowledge base is loaded")
     return state.kb_info
 
 

@@ -17,7 +17,7 @@ from faithjudge.api.examples import (
     EXAMPLE_RESULT,
     problems,
 )
-from faithjudge.api.problems import ApiError
+from faithjudge.api.problems import HttpProblem
 from faithjudge.jobs.provider_phase import is_batch_route
 
 router = APIRouter()
@@ -46,10 +46,10 @@ async def score(
 ) -> ItemResult:
     """Score one ScoreRequest synchronously; item problems end up in the result, not as errors."""
     if state.scorer is None:
-        raise ApiError(503, "the scorer is not ready")
+        raise HttpProblem(503, "the scorer is not ready")
     if is_batch_route(state.scorer):
         # a Batch API answer takes minutes to hours: no request waits that long
-        raise ApiError(
+        raise HttpProblem(
             409,
             "this service judges through the provider's Batch API (openai-batch:MODEL): "
             "submit the line as a batch with POST /v1/batches",

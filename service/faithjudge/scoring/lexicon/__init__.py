@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from faithjudge_client.registry import Registry, UnknownName
+
 from faithjudge.scoring.lexicon.attribution import causal_attribution, channel_of, influence_blocks
 from faithjudge.scoring.lexicon.compiled import Lexicon, compile_lexicon
 from faithjudge.scoring.lexicon.fidelity import (
@@ -64,32 +66,37 @@ RULES_VERSION = "lexicon_rules/5"
 
 Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
 
-# The offline rule of every catalogue metric, by metric name.
-RULES: dict[str, Rule] = {
-    "clinical_fidelity": clinical_fidelity,
-    "causal_attribution": causal_attribution,
-    "confidence_tone": confidence_tone,
-}
+# The offline rule of every catalogue metric, by metric name. A shipped rule that lives in a
+# module of its own is registered by reference ("faithjudge.scoring.lexicon.MODULE:FUNCTION"),
+# imported the first time the lexicon judge grades that metric.
+RULES: Registry[Rule] = Registry("lexicon rule")
+RULES.register("clinical_fidelity", clinical_fidelity)
+RULES.register("causal_attribution", causal_attribution)
+RULES.register("confidence_tone", confidence_tone)
 
 
-def register_rule(metric: str, rule: Rule) -> None:
-    """Give the offline evaluator a rule for ``metric`` (a metric registered in the catalogue)."""
-    if metric in RULES:
-        raise ValueError(f"metric {metric!r} already has a lexicon rule")
-    RULES[metric] = rule
+def register_rule(metric: str, rule: Rule | str, *, replace: bool = False) -> None:
+    """Give the offline evaluator a rule for ``metric`` (a metric registered in the catalogue):
+    the function, or a lazy ``"module:function"`` reference.
+
+    Raises:
+        ValueError: ``metric`` already has another rule and ``replace`` is False.
+    """
+    RULES.register(metric, rule, replace=replace)
 
 
 def unregister_rule(metric: str) -> None:
-    RULES.pop(metric, None)
+    RULES.unregister(metric)
 
 
 def judge_metric(lex: Lexicon, metric: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The verdict dict of ``metric`` for the structured pipeline ``inputs`` (cot and friends)."""
     try:
-        rule = RULES[metric]
-    except KeyError:
+        rule = RULES.get(metric)
+    except UnknownName:
         raise ValueError(
-            f"the lexicon evaluator has no rule for metric {metric!r}; known: {sorted(RULES)}"
+            f"the lexicon evaluator has no rule for metric {metric!r}; known: "
+            f"{', '.join(RULES.names())}"
         ) from None
     cot = inputs.get("cot")
     return rule(lex, cot if isinstance(cot, str) else "", inputs)

@@ -3,7 +3,8 @@
 LiteLLM is the optional ``litellm`` extra, imported only when this backend is built
 (``faithjudge.transport.providers.load_litellm`` explains how to install it when it is missing).
 Its own retries are off; calls go through the same ``JudgeCaller`` as the ``openai`` backend,
-with LiteLLM's transient errors classified as the judge's LiteLLM backend does. Provider
+with LiteLLM's transient errors classified as the judge's LiteLLM backend does
+(``faithjudge.transport.openai_errors.LiteLLMErrors``). Provider
 credentials are read by LiteLLM itself. Images are PNG data URIs in OpenAI's ``image_url``
 format, which LiteLLM translates for each provider.
 """
@@ -18,10 +19,10 @@ import anyio
 import orjson
 from faithjudge_client.retry import RetryPolicy
 
-from faithjudge.evaluators.litellm import LiteLLMEvaluator
 from faithjudge.sidecar.backends.base import Conversation, Generation
 from faithjudge.sidecar.backends.openai_chat import ChatCall, generate_through
 from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.openai_errors import LiteLLMErrors
 from faithjudge.transport.providers import load_litellm
 from faithjudge.transport.resilience import JudgeCaller
 
@@ -34,8 +35,7 @@ class _LiteLLMTarget:
         self._model = model
         self._api_base = api_base
         self._timeout = timeout
-        # The judge's LiteLLM backend knows which LiteLLM errors are transient.
-        self._classifier = LiteLLMEvaluator(model, litellm_module=module)
+        self._errors = LiteLLMErrors(module)
 
     @property
     def id(self) -> str:
@@ -48,10 +48,10 @@ class _LiteLLMTarget:
         return None
 
     def should_retry(self, exc: BaseException) -> bool:
-        return self._classifier.should_retry(exc)
+        return self._errors.should_retry(exc)
 
     def retry_after(self, exc: BaseException) -> float | None:
-        return self._classifier.retry_after(exc)
+        return self._errors.retry_after(exc)
 
     async def judge(self, request: ChatCall) -> JudgeResponse:
         body = dict(request.body)

@@ -21,13 +21,10 @@ import orjson
 from faithjudge_client.retry import RetryPolicy
 
 from faithjudge.errors import EvaluatorError
-from faithjudge.evaluators.openai import (
-    max_tokens_field_for,
-    openai_retry_after,
-    openai_should_retry,
-)
 from faithjudge.sidecar.backends.base import Conversation, Generation
 from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.chat import max_tokens_field_for
+from faithjudge.transport.openai_errors import openai_retry_after, openai_should_retry
 from faithjudge.transport.resilience import JudgeCaller
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Agreement statistics: Kendall's tau-b and percentile bootstraps over items (METHODS §1.12).
+"""Kendall's tau-b and percentile bootstraps over items (METHODS §1.12).
 
 Pure numpy/scipy; no I/O. The bootstrap of tau-b is vectorised: a resample of n items is fully
 described by its multiplicity vector ``c`` (how often each item was drawn), and every pair

@@ -37,9 +37,7 @@ from faithjudge_client.metric_catalogue import (
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import beta
 
-from faithjudge.agreement.stats import bootstrap_ratio_samples, percentile_interval, rng_for
 from faithjudge.scoring.outcomes import (
-    JUDGE_STAGES,
     JUDGED,
     NOT_JUDGED,
     OUTCOMES,
@@ -49,11 +47,9 @@ from faithjudge.scoring.outcomes import (
     count_outcomes,
     rates_from_counts,
 )
+from faithjudge.stats.bootstrap import bootstrap_ratio_samples, percentile_interval, rng_for
 
 __all__ = [
-    "JUDGE_STAGES",
-    "NOT_JUDGED",
-    "RATES",
     "RATE_GATES",
     "Coverage",
     "FprSham",

@@ -1,6 +1,6 @@
 """Pattern-compressed percentile bootstrap for report-sized runs.
 
-``faithjudge.agreement.stats.bootstrap_ratio_samples`` materialises a (resamples x items) matrix
+``faithjudge.stats.bootstrap.bootstrap_ratio_samples`` materialises a (resamples x items) matrix
 of multiplicities, which is right for a few hundred validation items but needs gigabytes for
 300,000 result lines. Report statistics are ratios of sums of per-item values that take few
 distinct values (0/1 indicators, scores on a 5-point scale, CC from a 5 x 5 grid), so items are
@@ -19,9 +19,9 @@ import warnings
 import numpy as np
 import numpy.typing as npt
 
-from faithjudge.agreement.stats import percentile_interval, rng_for
+from faithjudge.stats.bootstrap import percentile_interval
 
-__all__ = ["Interval", "bootstrap_means", "pattern_ids", "percentile_interval", "rng_for"]
+__all__ = ["Interval", "bootstrap_means", "pattern_ids"]
 
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float | None, float | None, float | None]

@@ -1,0 +1,261 @@
+"""What this process learnt about each judge server: the response format it takes, whether its
+replies are slow enough to stream, and whether it sits on this machine or network.
+
+Response formats, in the order they are tried (``auto``):
+
+======================  =====================================================================
+``json_schema``         ``{"type": "json_schema", "json_schema": {name, schema, strict}}``:
+                        OpenAI, Azure, vLLM, SGLang, Ollama constrain the reply to the schema
+``json_object+schema``  ``{"type": "json_object", "schema": {...}}``: what llama.cpp's server
+                        and llama-cpp-python read to constrain the reply to the schema
+``json_object``         ``{"type": "json_object"}``: any JSON object
+``none``                no ``response_format``: the prompt alone asks for JSON
+======================  =====================================================================
+
+A server that does not take a format says so in its answer: OpenAI-style servers answer 400
+with ``param: response_format``, FastAPI-based ones 422 with a validation error whose location
+names ``response_format``, and llama-cpp-python 500 with that same validation error as its
+message (``refuses_response_format``). The next format is then used for every later call to
+that server (base URL and model) in the process: ``ServerMemo`` is the small shared memo that
+remembers it, so a run learns it once, not once per call. Whatever the format, every reply is
+still verified against the full schema.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
+
+__all__ = [
+    "RESPONSE_FORMATS",
+    "ResponseFormat",
+    "ResponseFormatSetting",
+    "ServerMemo",
+    "forget_servers",
+    "grammar_schema",
+    "is_local_server",
+    "refuses_response_format",
+    "response_format_body",
+    "server_memo",
+    "server_message",
+]
+
+ResponseFormat = Literal["json_schema", "json_object+schema", "json_object", "none"]
+ResponseFormatSetting = Literal["auto", "json_schema", "json_object+schema", "json_object", "none"]
+RESPONSE_FORMATS: tuple[ResponseFormat, ...] = get_args(ResponseFormat)
+"""Every format, in the order ``auto`` tries them."""
+
+# The statuses a refusal of a request field comes with: 400 (OpenAI), 422 (FastAPI's validation
+# error), 500 (llama-cpp-python wraps that validation error in an internal server error).
+_REFUSAL_STATUSES = (400, 422, 500)
+
+
+def response_format_body(
+    mode: str, *, name: str, schema: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The ``response_format`` body field of ``mode`` (None: send none).
+
+    The schema is embedded as given (possibly a read-only mapping): encode it with a ``default``
+    hook for mappings (``faithjudge.transport.chat.json_default``).
+    """
+    if mode == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": True},
+        }
+    if mode == "json_object+schema":
+        return {"type": "json_object", "schema": grammar_schema(schema)}
+    if mode == "json_object":
+        return {"type": "json_object"}
+    if mode == "none":
+        return None
+    raise ValueError(f"unknown response format {mode!r}: use one of {', '.join(RESPONSE_FORMATS)}")
+
+
+_GRAMMAR_SCHEMAS: dict[int, tuple[Mapping[str, Any], Any]] = {}
+
+
+def grammar_schema(schema: Mapping[str, Any]) -> Any:
+    """``schema`` as llama.cpp's grammar builder reads it, with each closed set of values
+    written as an ``enum`` alone.
+
+    The builder turns a list-valued ``type`` into "any value of these types" before it looks at
+    ``enum``, and ignores ``minimum``/``maximum``: ``{"type": ["string", "null"], "enum": [...,
+    null]}`` let a small model write any string (seen: ``abstain_reason: "empty"``) and a score
+    of any size, so the reply failed the schema check. Here an enum drops the list of types
+    beside it (the enum names every value they allow), and a nullable or plain integer bounded
+    on both sides by a few values becomes the enum of those values: the reply is constrained to
+    what the published schema accepts. Converted once per schema object.
+    """
+    known = _GRAMMAR_SCHEMAS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    converted = _closed_sets_as_enums(schema)
+    _GRAMMAR_SCHEMAS[id(schema)] = (schema, converted)
+    return converted
+
+
+_BOUNDS = frozenset({"type", "minimum", "maximum"})
+_MAX_ENUMERATED = 20
+
+
+def _closed_sets_as_enums(node: Any) -> Any:
+    if isinstance(node, list | tuple):
+        return [_closed_sets_as_enums(v) for v in node]
+    if not isinstance(node, Mapping):
+        return node
+    out = {k: _closed_sets_as_enums(v) for k, v in node.items()}
+    types = node.get("type")
+    if "enum" in node and isinstance(types, list | tuple):
+        del out["type"]
+    elif "enum" not in node and _bounded_integer(node):
+        low, high = int(node["minimum"]), int(node["maximum"])
+        values: list[int | None] = list(range(low, high + 1))
+        if isinstance(types, list | tuple) and "null" in types:
+            values.append(None)
+        out = {k: v for k, v in out.items() if k not in _BOUNDS}
+        out["enum"] = values
+    return out
+
+
+def _bounded_integer(node: Mapping[str, Any]) -> bool:
+    types = node.get("type")
+    kinds = set(types) if isinstance(types, list | tuple) else {types}
+    low, high = node.get("minimum"), node.get("maximum")
+    return (
+        kinds in ({"integer"}, {"integer", "null"})
+        and isinstance(low, int)
+        and isinstance(high, int)
+        and 0 <= high - low < _MAX_ENUMERATED
+    )
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _error_object(exc: BaseException) -> Any:
+    """The error document of a failed call: the SDK's parsed ``body`` (``{"error": {...}}`` or
+    the inner object), or its text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        return inner if inner is not None else body
+    if isinstance(body, str | bytes):
+        return body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return None
+
+
+def server_message(exc: BaseException, limit: int = 300) -> str | None:
+    """The server's own words about a failed call (its error ``message``, or its body), on one
+    line and at most ``limit`` characters; None when the server said nothing."""
+    error = _error_object(exc)
+    text: Any = None
+    if isinstance(error, Mapping):
+        text = error.get("message") or error.get("detail") or error.get("error")
+        if text is None and error:
+            text = error
+    elif isinstance(error, str):
+        text = error
+    if text is None:
+        text = getattr(exc, "message", None)
+    if text is None or text == "":
+        return None
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def refuses_response_format(exc: BaseException) -> bool:
+    """The server refused the request because of its ``response_format``: a 400, 422 or 500
+    whose error names ``response_format`` (a ``param``/``code`` field, or the location of a
+    validation error in its message)."""
+    if _status_of(exc) not in _REFUSAL_STATUSES:
+        return False
+    for field_name in ("param", "code"):
+        value = getattr(exc, field_name, None)
+        if isinstance(value, str) and "response_format" in value.lower():
+            return True
+    error = _error_object(exc)
+    if isinstance(error, Mapping):
+        for field_name in ("param", "code", "message", "detail"):
+            value = error.get(field_name)
+            if value is not None and "response_format" in str(value).lower():
+                return True
+        return False
+    if error is None:  # LiteLLM's errors carry the provider's answer as their message
+        error = getattr(exc, "message", None)
+    return isinstance(error, str) and "response_format" in error.lower()
+
+
+def is_local_server(base_url: str | None) -> bool:
+    """A server on this machine or a private network (loopback or private address, a name
+    without a dot, ``.local``/``.internal``/``.lan``), where one request at a time is common;
+    public APIs serve many at once."""
+    if not base_url:
+        return False
+    host = (urlsplit(base_url).hostname or "").lower().rstrip(".")
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return (
+            host == "localhost"
+            or "." not in host
+            or host.endswith((".localhost", ".local", ".internal", ".lan", ".home.arpa"))
+        )
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+@dataclass(slots=True)
+class ServerMemo:
+    """What one server (base URL and model) showed this process."""
+
+    response_format: ResponseFormat = "json_schema"
+    """The first format of ``RESPONSE_FORMATS`` the server has not refused."""
+    stream: bool | None = None
+    """Stream replies: True once a reply took a quarter of the timeout or a call timed out
+    (then the timeout bounds silence, not a reply's length); False once a reply came back
+    quickly; None before any reply."""
+
+    def refused(self, mode: str) -> bool:
+        """Note that the server refused ``mode``. True when the memo now holds a later format
+        (moved on by this call, or already by a concurrent one): ask again in that format.
+        False when no format is left to try."""
+        if mode not in RESPONSE_FORMATS:
+            return False
+        position = RESPONSE_FORMATS.index(mode)
+        if RESPONSE_FORMATS.index(self.response_format) > position:
+            return True
+        if position + 1 >= len(RESPONSE_FORMATS):
+            return False
+        self.response_format = RESPONSE_FORMATS[position + 1]
+        return True
+
+    def replied(self, seconds: float, timeout: float) -> None:
+        """Note a reply that took ``seconds``: a slow one makes later calls stream."""
+        if seconds >= timeout / 4:
+            self.stream = True
+        elif self.stream is None:
+            self.stream = False
+
+
+_SERVERS: dict[tuple[str, str], ServerMemo] = {}
+
+
+def server_memo(base_url: str | None, model: str) -> ServerMemo:
+    """The memo of the server at ``base_url`` serving ``model``, shared by the whole process."""
+    key = (base_url or "", model)
+    memo = _SERVERS.get(key)
+    if memo is None:
+        memo = _SERVERS[key] = ServerMemo()
+    return memo
+
+
+def forget_servers() -> None:
+    """Forget every server (a test that needs a fresh process's view)."""
+    _SERVERS.clear()
