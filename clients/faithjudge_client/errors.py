@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from faithjudge_client.base_errors import ConfigError, FaithJudgeError, UserInputError
 from faithjudge_client.bodies import PROBLEM_JSON, Problem, ProblemItem
 from faithjudge_client.retry import parse_retry_after
 
@@ -50,22 +51,6 @@ __all__ = [
     "WaitTimeout",
     "error_from_response",
 ]
-
-
-class FaithJudgeError(Exception):
-    """Base class of every error FaithJudge raises on purpose, in the SDK and in the service."""
-
-
-class UserInputError(FaithJudgeError):
-    """Input the caller can fix; ``field`` names the offending field or line when known."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class ConfigError(FaithJudgeError):
-    """A setting or a bundled asset is wrong; the message says which and how to fix it."""
 
 
 _MAX_DETAIL = 500

@@ -13,7 +13,7 @@ CLI), never by inspecting message text.
 
 from __future__ import annotations
 
-from faithjudge_client.errors import ConfigError, FaithJudgeError, UserInputError
+from faithjudge_client.base_errors import ConfigError, FaithJudgeError, UserInputError
 
 __all__ = [
     "ConfigError",
