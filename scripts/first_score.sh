@@ -11,7 +11,11 @@ mkdir -p "$DATA_DIR"
 "$BIN/faithjudge" serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA_DIR" \
   --log-level warning >"$DATA_DIR/serve.log" 2>&1 &
 SERVER=$!
-trap 'kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true' EXIT
+stop() {
+  kill "$SERVER" 2>/dev/null || true
+  wait "$SERVER" 2>/dev/null || true
+}
+trap stop EXIT
 
 for _ in $(seq 1 100); do
   curl -fs "$URL/readyz" >/dev/null 2>&1 && break
@@ -20,7 +24,7 @@ for _ in $(seq 1 100); do
 done
 curl -fs "$URL/readyz" >/dev/null || { echo "the service did not become ready" >&2; exit 1; }
 
-echo "service up at $URL (docs: $URL/docs); a first score:"
+echo "a first score from the service at $URL (stopped again below):"
 echo "  head -1 examples/demo.jsonl | curl -s -H 'content-type: application/json' --data-binary @- $URL/v1/score"
 head -1 examples/demo.jsonl \
   | curl -fsS -H 'content-type: application/json' --data-binary @- "$URL/v1/score" \
@@ -29,3 +33,6 @@ r = json.load(sys.stdin)
 print("  item", r["item_id"], "| answer", r.get("answer"), "| correct", r.get("correct"))
 for name, m in sorted((r.get("metrics") or {}).items()):
     print("  " + name + ":", m["status"], "score", m.get("score"))'
+trap - EXIT
+stop
+echo "the service is stopped; \`make serve\` keeps one running at http://127.0.0.1:8000"
