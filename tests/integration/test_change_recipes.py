@@ -29,6 +29,8 @@ from pathlib import Path
 
 import orjson
 
+from tests.integration.test_metric_catalogue import HEDGING_SCHEMA
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.jsonl"
 _TREE = ("service", "clients", "schemas", "prompts", "knowledge_base", "scripts")
@@ -81,24 +83,6 @@ _METRIC_LINE = """\
         signals=("hedge_count",),
     ),
 """
-
-_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://faithjudge.invalid/schemas/1.1/hedging.schema.json",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["abstain", "abstain_reason", "score", "quotes", "quote_spans", "rationale",
-                 "hedge_count"],
-    "properties": {
-        "abstain": {"type": "boolean"},
-        "abstain_reason": {"type": ["string", "null"]},
-        "score": {"type": ["integer", "null"], "minimum": 1, "maximum": 5},
-        "quotes": {"type": "array", "items": {"type": "string"}},
-        "quote_spans": {"type": "array"},
-        "rationale": {"type": "string"},
-        "hedge_count": {"type": "integer", "minimum": 0},
-    },
-}  # fmt: skip
 
 _RULE_MODULE = '''"""HG: hedge words of the CoT, each quoted as it stands."""
 
@@ -178,7 +162,7 @@ def _add_builtin_metric(root: Path) -> None:
     )
     # 2. its output schema, then the published enums regenerated
     (root / "schemas/hedging.schema.json").write_bytes(
-        orjson.dumps(_SCHEMA, option=orjson.OPT_INDENT_2)
+        orjson.dumps(HEDGING_SCHEMA, option=orjson.OPT_INDENT_2)
     )
     # 3. a system and a user template in every prompt set
     sets = [m.parent for m in (root / "prompts").glob("*/manifest.json")]

@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.jsonl"
 _HEDGES = re.compile(r"\b(?:may|might|possibly|probably|likely|suggests?)\b", re.IGNORECASE)
 
-_SCHEMA: dict[str, Any] = {
+HEDGING_SCHEMA: dict[str, Any] = {
+    # the toy metric's output schema, shared with the built-in recipe's test
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://faithjudge.invalid/schemas/1.1/hedging.schema.json",
     "type": "object",
@@ -77,7 +78,7 @@ def toy_metric(tmp_path: Path) -> Iterator[Path]:
     """Register ``hedging``; returns the scratch prompt-set folder that covers it."""
     schema_dir = tmp_path / "schemas"
     schema_dir.mkdir()
-    (schema_dir / "hedging.schema.json").write_bytes(orjson.dumps(_SCHEMA))
+    (schema_dir / "hedging.schema.json").write_bytes(orjson.dumps(HEDGING_SCHEMA))
     prompts = tmp_path / "prompts"
     shutil.copytree(REPO / "prompts" / "v1", prompts)
     (prompts / "hedging_system.md").write_text(

@@ -41,6 +41,7 @@ __all__ = [
     "response_format_body",
     "server_memo",
     "server_message",
+    "status_of",
 ]
 
 ResponseFormat = Literal["json_schema", "json_object+schema", "json_object", "none"]
@@ -133,7 +134,8 @@ def _bounded_integer(node: Mapping[str, Any]) -> bool:
     )
 
 
-def _status_of(exc: BaseException) -> int | None:
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an SDK exception carries (OpenAI's and LiteLLM's: ``status_code``)."""
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
@@ -173,7 +175,7 @@ def refuses_response_format(exc: BaseException) -> bool:
     """The server refused the request because of its ``response_format``: a 400, 422 or 500
     whose error names ``response_format`` (a ``param``/``code`` field, or the location of a
     validation error in its message)."""
-    if _status_of(exc) not in _REFUSAL_STATUSES:
+    if status_of(exc) not in _REFUSAL_STATUSES:
         return False
     for field_name in ("param", "code"):
         value = getattr(exc, field_name, None)

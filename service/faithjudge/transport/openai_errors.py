@@ -14,6 +14,8 @@ from types import ModuleType
 import openai
 from faithjudge_client.retry import parse_retry_after
 
+from faithjudge.transport.judge_servers import status_of
+
 __all__ = [
     "LiteLLMErrors",
     "openai_retry_after",
@@ -32,18 +34,13 @@ _LITELLM_TRANSIENT = (
 )
 
 
-def _status_of(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) and not isinstance(status, bool) else None
-
-
 def openai_should_retry(exc: BaseException) -> bool:
     """Transient failures of an OpenAI-style API: 408, 429, 5xx, timeouts, connection errors."""
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return True
     if isinstance(exc, openai.RateLimitError | openai.InternalServerError):
         return True
-    status = _status_of(exc)
+    status = status_of(exc)
     return status is not None and (status in (408, 429) or status >= 500)
 
 
