@@ -50,6 +50,7 @@ from faithjudge_client.bodies import (
     NDJSON,
     BatchAccepted,
     BatchPage,
+    BatchRetry,
     BatchStatus,
     EvaluatorInfo,
     Health,
@@ -57,6 +58,7 @@ from faithjudge_client.bodies import (
     ModificationCatalogue,
     Readiness,
     ReportFormat,
+    ServiceConfig,
 )
 from faithjudge_client.errors import ApiError, TransportError, WaitTimeout, error_from_response
 from faithjudge_client.lines import ItemResult, ScoreRequest
@@ -107,8 +109,11 @@ class AsyncFaithJudgeClient:
 
     # ------------------------------------------------------------ scoring
 
-    async def score(self, request: ScoreRequest | Mapping[str, Any]) -> ItemResult:
-        response = await self._request("POST", "/v1/score", body=json_body(request))
+    async def score(
+        self, request: ScoreRequest | Mapping[str, Any], *, judge: str | None = None
+    ) -> ItemResult:
+        params = {"judge": judge} if judge is not None else None
+        response = await self._request("POST", "/v1/score", body=json_body(request), params=params)
         return decode(ItemResult, response.content)
 
     # ------------------------------------------------------------ batches
@@ -119,10 +124,11 @@ class AsyncFaithJudgeClient:
         *,
         name: str | None = None,
         idempotency_key: str | None = None,
+        judge: str | None = None,
     ) -> BatchAccepted:
         body = ndjson_body(source)
         headers = {"idempotency-key": idempotency_key or uuid.uuid4().hex}
-        params = {"name": name} if name is not None else None
+        params = {k: v for k, v in (("name", name), ("judge", judge)) if v is not None}
         response = await self._request(
             "POST", "/v1/batches", body=body, headers=headers, params=params
         )
@@ -135,6 +141,11 @@ class AsyncFaithJudgeClient:
     async def cancel(self, batch_id: str) -> BatchStatus:
         response = await self._request("DELETE", batch_path(batch_id))
         return decode(BatchStatus, response.content)
+
+    async def retry_failed(self, batch_id: str) -> BatchRetry:
+        """Score again a completed batch's transport failures (``POST .../retry``)."""
+        response = await self._request("POST", f"{batch_path(batch_id)}/retry")
+        return decode(BatchRetry, response.content)
 
     async def list_batches(self, *, limit: int = 50, cursor: str | None = None) -> BatchPage:
         params: dict[str, Any] = {"limit": limit}
@@ -259,9 +270,14 @@ class AsyncFaithJudgeClient:
 
     # ------------------------------------------------------------ service facts
 
-    async def evaluator(self) -> EvaluatorInfo:
-        response = await self._request("GET", "/v1/evaluator")
+    async def evaluator(self, judge: str | None = None) -> EvaluatorInfo:
+        params = {"judge": judge} if judge is not None else None
+        response = await self._request("GET", "/v1/evaluator", params=params)
         return decode(EvaluatorInfo, response.content)
+
+    async def config(self) -> ServiceConfig:
+        response = await self._request("GET", "/v1/config")
+        return decode(ServiceConfig, response.content)
 
     async def knowledge_base(self) -> KnowledgeBaseInfo:
         response = await self._request("GET", "/v1/knowledge-base")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "NDJSON",
@@ -19,6 +19,7 @@ __all__ = [
     "TERMINAL_STATES",
     "BatchAccepted",
     "BatchPage",
+    "BatchRetry",
     "BatchState",
     "BatchStatus",
     "EvaluatorInfo",
@@ -32,6 +33,7 @@ __all__ = [
     "ProblemItem",
     "Readiness",
     "ReportFormat",
+    "ServiceConfig",
 ]
 
 NDJSON = "application/x-ndjson"
@@ -117,7 +119,9 @@ class BatchAccepted(_Wire):
                     "rejected": [
                         {"line": 3, "field": "ground_truth", "reason": "Field required"},
                     ],
+                    "rejected_total": 1,
                     "created_at": "2026-01-01T12:00:00Z",
+                    "judge": "lexicon:v1",
                 }
             ]
         },
@@ -126,14 +130,30 @@ class BatchAccepted(_Wire):
     id: str
     status: BatchState = "queued"
     accepted: int
-    rejected: list[LineRejection] = Field(default_factory=list)
+    rejected: list[LineRejection] = Field(
+        default_factory=list,
+        description="The first rejected lines (100 at most); /results holds every line.",
+    )
+    rejected_total: int = Field(default=0, ge=0, description="Lines rejected in all.")
     created_at: datetime
+    judge: str | None = Field(
+        default=None, description="The judge every line of the batch is scored with."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _total_of_older_servers(cls, data: Any) -> Any:
+        # a server that listed every rejection sent no total: the list is the total
+        if isinstance(data, dict) and "rejected_total" not in data:
+            return {**data, "rejected_total": len(data.get("rejected") or [])}
+        return data
 
 
 class BatchStatus(_Wire):
     """Where a batch stands.
 
-    ``counts`` counts metric grades by status (``valid``, ``abstained``, ``invalid``) plus
+    ``counts`` counts metric grades by status (``valid``, ``abstained``, ``invalid``; a KB
+    miss, a grade that never reached the judge, is ``not_judged``) plus
     ``error`` for lines that could not be scored at all; ``failure_stages`` counts failures by
     stage (``parse``, ``schema``, ``evidence``, ``abstain``, ``transport``, ``kb``, ``input``).
     """
@@ -157,6 +177,7 @@ class BatchStatus(_Wire):
                     "progress": 0.4,
                     "eta_seconds": 13.5,
                     "rejected": 0,
+                    "judge": "lexicon:v1",
                 }
             ]
         },
@@ -175,16 +196,54 @@ class BatchStatus(_Wire):
     progress: float = Field(ge=0, le=1)
     eta_seconds: float | None = None
     rejected: int = Field(default=0, description="Lines rejected at upload.")
+    cancelled: int = Field(
+        default=0, description="Accepted lines left unscored because the batch was cancelled."
+    )
     detail: str | None = Field(
         default=None,
         description="What the service says about the batch: the provider Batch API phase's "
         "progress and totals on the batch route, why the batch failed, or that it completed "
         "without one grade reaching the judge.",
     )
+    judge: str | None = Field(
+        default=None,
+        description="The judge the batch was uploaded under; only a worker offering it scores "
+        "the batch (until one does, it waits and ``detail`` says so).",
+    )
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATES
+
+
+class BatchRetry(_Wire):
+    """Answer of ``POST /v1/batches/{id}/retry``: how many lines were queued again, and the
+    batch's status after it (``queued`` when there were any)."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "requeued": 12,
+                    "batch": {
+                        "id": "b_0193f1c2a4e07d3b9c2f5e6a7b8c9d0e",
+                        "status": "queued",
+                        "created_at": "2026-01-01T12:00:00Z",
+                        "updated_at": "2026-01-01T12:30:00Z",
+                        "total": 1000,
+                        "done": 988,
+                        "pending": 12,
+                        "progress": 0.988,
+                    },
+                }
+            ]
+        },
+    )
+
+    requeued: int = Field(description="Lines whose transport failure is scored again.")
+    batch: BatchStatus
 
 
 class BatchPage(_Wire):
@@ -212,6 +271,7 @@ class EvaluatorInfo(_Wire):
         json_schema_extra={
             "examples": [
                 {
+                    "judge": "lexicon:v1",
                     "evaluator": "lexicon:v1",
                     "model": None,
                     "temperature": 0.0,
@@ -232,6 +292,10 @@ class EvaluatorInfo(_Wire):
         },
     )
 
+    judge: str | None = Field(
+        default=None,
+        description="The name to pick this judge by (``judge`` of the scoring endpoints).",
+    )
     evaluator: str
     model: str | None = None
     temperature: float | None = None
@@ -247,6 +311,37 @@ class EvaluatorInfo(_Wire):
     schema_version: str
     schemas_sha256: str
     service_version: str
+
+
+class ServiceConfig(_Wire):
+    """Answer of ``GET /v1/config``: the judges the service offers, the default first."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "default_judge": "lexicon:v1",
+                    "judges": [
+                        {
+                            "judge": "lexicon:v1",
+                            "evaluator": "lexicon:v1",
+                            "settings_sha256": "9f2c...",
+                            "prompt_set": "v1",
+                            "prompt_sha256": "5d41...",
+                            "schema_version": "1.1",
+                            "schemas_sha256": "c0ff...",
+                            "service_version": "0.1.0",
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    default_judge: str = Field(description="The judge used when a request names none.")
+    judges: list[EvaluatorInfo]
 
 
 class KnowledgeBaseQuestion(_Wire):

@@ -52,6 +52,7 @@ from faithjudge_client.bodies import (
     NDJSON,
     BatchAccepted,
     BatchPage,
+    BatchRetry,
     BatchStatus,
     EvaluatorInfo,
     Health,
@@ -59,6 +60,7 @@ from faithjudge_client.bodies import (
     ModificationCatalogue,
     Readiness,
     ReportFormat,
+    ServiceConfig,
 )
 from faithjudge_client.errors import ApiError, TransportError, WaitTimeout, error_from_response
 from faithjudge_client.lines import ItemResult, ScoreRequest
@@ -110,9 +112,13 @@ class FaithJudgeClient:
 
     # ------------------------------------------------------------ scoring
 
-    def score(self, request: ScoreRequest | Mapping[str, Any]) -> ItemResult:
-        """Score one CoT now (``POST /v1/score``); a dict is validated by the server."""
-        response = self._request("POST", "/v1/score", body=json_body(request))
+    def score(
+        self, request: ScoreRequest | Mapping[str, Any], *, judge: str | None = None
+    ) -> ItemResult:
+        """Score one CoT now (``POST /v1/score``); a dict is validated by the server. ``judge``
+        picks one of the judges the service offers (``config()``); unset, its default."""
+        params = {"judge": judge} if judge is not None else None
+        response = self._request("POST", "/v1/score", body=json_body(request), params=params)
         return decode(ItemResult, response.content)
 
     # ------------------------------------------------------------ batches
@@ -123,6 +129,7 @@ class FaithJudgeClient:
         *,
         name: str | None = None,
         idempotency_key: str | None = None,
+        judge: str | None = None,
     ) -> BatchAccepted:
         """Upload a batch (``POST /v1/batches``), streaming ``source`` as NDJSON.
 
@@ -130,11 +137,12 @@ class FaithJudgeClient:
         come back in ``rejected`` with their numbers; when no line is valid the server answers
         422 and this raises ``ValidationFailed`` listing them. The upload is retried with the
         same ``idempotency_key`` (a fresh one when not given), so a retry never makes a second
-        batch.
+        batch. ``judge`` picks the judge every line is scored with (one the service offers,
+        ``config()``); unset, the service's default. The batch keeps it for good.
         """
         body = ndjson_body(source)
         headers = {"idempotency-key": idempotency_key or uuid.uuid4().hex}
-        params = {"name": name} if name is not None else None
+        params = {k: v for k, v in (("name", name), ("judge", judge)) if v is not None}
         response = self._request("POST", "/v1/batches", body=body, headers=headers, params=params)
         return decode(BatchAccepted, response.content)
 
@@ -146,6 +154,14 @@ class FaithJudgeClient:
         """Cancel a batch; lines already scored keep their results."""
         response = self._request("DELETE", batch_path(batch_id))
         return decode(BatchStatus, response.content)
+
+    def retry_failed(self, batch_id: str) -> BatchRetry:
+        """Score again the lines of a completed batch whose grades failed at the transport stage
+        (the judge was down), once the judge is back (``POST /v1/batches/{id}/retry``); the
+        other lines keep their results. ``requeued`` is 0 when there was none; a batch not yet
+        completed, cancelled or failed raises ``Conflict``."""
+        response = self._request("POST", f"{batch_path(batch_id)}/retry")
+        return decode(BatchRetry, response.content)
 
     def list_batches(self, *, limit: int = 50, cursor: str | None = None) -> BatchPage:
         params: dict[str, Any] = {"limit": limit}
@@ -284,8 +300,14 @@ class FaithJudgeClient:
 
     # ------------------------------------------------------------ service facts
 
-    def evaluator(self) -> EvaluatorInfo:
-        return decode(EvaluatorInfo, self._request("GET", "/v1/evaluator").content)
+    def evaluator(self, judge: str | None = None) -> EvaluatorInfo:
+        """One judge's frozen configuration (unset: the default judge's)."""
+        params = {"judge": judge} if judge is not None else None
+        return decode(EvaluatorInfo, self._request("GET", "/v1/evaluator", params=params).content)
+
+    def config(self) -> ServiceConfig:
+        """The judges the service offers, the default first (``GET /v1/config``)."""
+        return decode(ServiceConfig, self._request("GET", "/v1/config").content)
 
     def knowledge_base(self) -> KnowledgeBaseInfo:
         content = self._request("GET", "/v1/knowledge-base").content

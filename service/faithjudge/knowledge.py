@@ -27,33 +27,37 @@ from faithjudge.errors import ConfigError, UnknownQuestionError
 from faithjudge.schemas import kb_validator
 
 __all__ = [
+    "OPTIONS_SUFFIX",
     "KnowledgeBase",
     "entry_for_answer",
+    "fold",
     "load_knowledge_base",
+    "no_duplicate_keys",
     "question_key",
     "question_options",
+    "resolve_kb",
 ]
 
-_OPTIONS = re.compile(r"\s*\(([^()]*)\)\s*$")
+OPTIONS_SUFFIX = re.compile(r"\s*\(([^()]*)\)\s*$")
 _OPTION_SPLIT = re.compile(r",|/|\bor\b")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
 def question_key(question: str) -> str:
     """The lookup key of a question: case-folded, whitespace collapsed, option list dropped."""
-    return _fold(_OPTIONS.sub("", question))
+    return fold(OPTIONS_SUFFIX.sub("", question))
 
 
 def question_options(question: str) -> tuple[str, ...] | None:
     """The options of a question's trailing parenthesised list (``(yes or no)``), or None."""
-    match = _OPTIONS.search(question)
+    match = OPTIONS_SUFFIX.search(question)
     if match is None:
         return None
-    options = tuple(_fold(part) for part in _OPTION_SPLIT.split(match.group(1)))
+    options = tuple(fold(part) for part in _OPTION_SPLIT.split(match.group(1)))
     return tuple(option for option in options if option) or None
 
 
@@ -104,9 +108,9 @@ def entry_for_answer(entry: KBEntry, answer: str, *, field: str = "ground_truth"
     entry's options when ``answer`` is not one of them.
     """
     if isinstance(answer, str):
-        wanted = _fold(answer)
+        wanted = fold(answer)
         for option, criteria in entry.answers.items():
-            if _fold(option) == wanted:
+            if fold(option) == wanted:
                 return criteria
     raise UnknownQuestionError(
         f"answer {answer!r} is not an option of the knowledge-base entry; "
@@ -118,7 +122,7 @@ def entry_for_answer(entry: KBEntry, answer: str, *, field: str = "ground_truth"
 # ---------------------------------------------------------------------------- loading
 
 
-def _resolve(path_or_name: str | Path) -> Path:
+def resolve_kb(path_or_name: str | Path) -> Path:
     text = str(path_or_name)
     if isinstance(path_or_name, Path) or "/" in text or "\\" in text or text.endswith(".json"):
         path = Path(path_or_name)
@@ -131,7 +135,7 @@ def _resolve(path_or_name: str | Path) -> Path:
     return path
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
@@ -164,7 +168,7 @@ def _validate_entry(path: Path, question: str, node: Any) -> KBEntry:
         raise ConfigError(f"{path}: invalid knowledge-base entry: {problems}") from None
     options = question_options(question)
     if options is not None:
-        answers = {_fold(a) for a in entry.answers}
+        answers = {fold(a) for a in entry.answers}
         if answers != set(options):
             raise ConfigError(
                 f"{path}: {_node_path(('entries', question, 'answers'))}: answer options "
@@ -191,10 +195,10 @@ def load_knowledge_base(path_or_name: str | Path = "cxr_vqa") -> KnowledgeBase:
     Raises ConfigError naming the file and the node at fault (for example
     ``entries['Is ...'].answers.yes.at_least_k_of[0].k``) when the KB is malformed.
     """
-    path = _resolve(path_or_name)
+    path = resolve_kb(path_or_name)
     raw = path.read_bytes()
     try:
-        document = json.loads(raw, object_pairs_hook=_no_duplicates)
+        document = json.loads(raw, object_pairs_hook=no_duplicate_keys)
     except ValueError as exc:  # includes UnicodeDecodeError and duplicate keys
         raise ConfigError(f"{path}: not a valid JSON knowledge base: {exc}") from None
     if not isinstance(document, dict):

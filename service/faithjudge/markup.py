@@ -58,8 +58,28 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int =
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def bar_chart_svg(groups: Sequence[str], series: Mapping[str, Sequence[float | None]]) -> str:
-    """Grouped vertical bars (0–100%) with one colour per series; None draws no bar."""
+def _interval(
+    bounds: Sequence[tuple[float | None, float | None]] | None, index: int
+) -> tuple[float, float] | None:
+    """The (low, high) of one bar, or None when either bound is missing."""
+    if bounds is None or index >= len(bounds):
+        return None
+    low, high = bounds[index]
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return None
+    return float(low), float(high)
+
+
+def bar_chart_svg(
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    intervals: Mapping[str, Sequence[tuple[float | None, float | None]]] | None = None,
+) -> str:
+    """Grouped vertical bars (0–100%) with one colour per series; None draws no bar.
+
+    ``intervals`` gives a series' (low, high) per group, drawn as a whisker over its bar and
+    named in its tooltip; a missing bound draws none.
+    """
     width_group, bar = 18 * max(1, len(series)) + 14, 16
     left, top, height = 40, 20, 180
     width = left + width_group * max(1, len(groups)) + 20
@@ -81,11 +101,23 @@ def bar_chart_svg(groups: Sequence[str], series: Mapping[str, Sequence[float | N
             if value is None or pd.isna(value):
                 continue
             h = height * max(0.0, min(100.0, float(value))) / 100
+            whisker = _interval((intervals or {}).get(name), g)
+            ci = "" if whisker is None else f" [{whisker[0]:.1f}, {whisker[1]:.1f}]"
             parts.append(
                 f'<rect x="{x0 + s * 18}" y="{top + height - h:.1f}" width="{bar}" '
                 f'height="{h:.1f}" fill="{scope_colour(name)}">'
-                f"<title>{_e(group)} {_e(name)}: {float(value):.1f}%</title></rect>"
+                f"<title>{_e(group)} {_e(name)}: {float(value):.1f}%{ci}</title></rect>"
             )
+            if whisker is not None:
+                y_low, y_high = (
+                    top + height - height * max(0.0, min(100.0, b)) / 100 for b in whisker
+                )
+                mid = x0 + s * 18 + bar / 2
+                parts.append(
+                    f'<path class="ci" d="M{mid:.1f} {y_low:.1f}V{y_high:.1f}'
+                    f"M{mid - 4:.1f} {y_low:.1f}H{mid + 4:.1f}M{mid - 4:.1f} {y_high:.1f}"
+                    f'H{mid + 4:.1f}" stroke="#222" stroke-width="1.2" fill="none"/>'
+                )
         cx = x0 + width_group / 2 - 7
         parts.append(
             f'<text x="{cx:.1f}" y="{top + height + 12}" font-size="10" '

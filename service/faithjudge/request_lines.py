@@ -16,7 +16,7 @@ import orjson
 from faithjudge_client.lines import Failure, ItemResult, ScoreRequest, non_finite_path
 from pydantic import ValidationError
 
-from faithjudge.jsonl import BOM, describe_validation_error
+from faithjudge.jsonl import BOM, describe_json_error, describe_validation_error
 
 __all__ = ["input_error_result", "parse_line", "readable_text"]
 
@@ -76,9 +76,9 @@ def _unparsable(raw: bytes, line: int, exc: orjson.JSONDecodeError) -> ItemResul
     try:
         lenient = json.loads(raw)
     except (ValueError, RecursionError):
-        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
+        return input_error_result(line, f"line {line}: {describe_json_error(raw, str(exc))}")
     where = non_finite_path(lenient, "") if isinstance(lenient, dict) else None
     if where is None:
-        return input_error_result(line, f"line {line}: not valid JSON ({exc})")
+        return input_error_result(line, f"line {line}: {describe_json_error(raw, str(exc))}")
     detail = f"line {line}: {where.lstrip('.')}: NaN or infinity is not a JSON number"
     return input_error_result(line, detail, readable=lenient)

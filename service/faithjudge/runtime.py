@@ -23,7 +23,7 @@ from faithjudge.settings import Settings
 from faithjudge.transport.cache import ResponseCache
 from faithjudge.transport.resilience import JudgeCaller
 
-__all__ = ["FAIL_FAST_AFTER", "open_scorer"]
+__all__ = ["FAIL_FAST_AFTER", "open_scorer", "open_scorers"]
 
 # Calls in a row that found the judge unreachable, before any answer, that stop a run: enough
 # not to trip on one unlucky connection, few enough to stop in seconds.
@@ -42,29 +42,54 @@ async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIt
             f"no evaluator configured: pass --evaluator ({', '.join(evaluator_forms())}) "
             "or set FAITHJUDGE_EVALUATOR"
         )
-    evaluator = make_evaluator(settings.evaluator, settings=settings)
+    async with _open_scorers(settings, (settings.evaluator,), fail_fast=fail_fast) as scorers:
+        yield scorers[settings.evaluator]
+
+
+@asynccontextmanager
+async def open_scorers(settings: Settings) -> AsyncIterator[dict[str, Scorer]]:
+    """One scorer per judge the service offers (``settings.judges``, the default first), by
+    judge name; they share the response cache, each has its own evaluator and limiter."""
+    if not settings.judges:
+        raise ConfigError(
+            f"no evaluator configured: set FAITHJUDGE_EVALUATORS or FAITHJUDGE_EVALUATOR "
+            f"({', '.join(evaluator_forms())})"
+        )
+    async with _open_scorers(settings, settings.judges, fail_fast=False) as scorers:
+        yield scorers
+
+
+@asynccontextmanager
+async def _open_scorers(
+    settings: Settings, specs: tuple[str, ...], *, fail_fast: bool
+) -> AsyncIterator[dict[str, Scorer]]:
+    evaluators = []
     cache = None
     try:
+        for spec in specs:
+            evaluators.append(make_evaluator(spec, settings=settings))
         if settings.cache:
             private_dir(settings.data_dir)
             cache = ResponseCache(settings.cache_path)
-        caller = JudgeCaller(
-            evaluator,
-            limiter=anyio.CapacityLimiter(settings.concurrency),
-            policy=RetryPolicy(max_retries=settings.max_retries, base=settings.retry_base_s),
-            cache=cache,
-            fail_fast_after=FAIL_FAST_AFTER if fail_fast else None,
+        prompts = load_prompt_set(settings.prompt_set)
+        knowledge_base = load_knowledge_base(settings.knowledge_base)
+        params = ScoringParams(
+            quote_tolerance=settings.quote_tolerance,
+            calibration=CalibrationParams(alpha=settings.cc_alpha, beta=settings.cc_beta),
+            min_ordinal_flip_grades=settings.min_ordinal_flip_grades,
         )
-        scorer = Scorer(
-            caller=caller,
-            prompts=load_prompt_set(settings.prompt_set),
-            knowledge_base=load_knowledge_base(settings.knowledge_base),
-            params=ScoringParams(
-                quote_tolerance=settings.quote_tolerance,
-                calibration=CalibrationParams(alpha=settings.cc_alpha, beta=settings.cc_beta),
-                min_ordinal_flip_grades=settings.min_ordinal_flip_grades,
-            ),
-        )
+        scorers: dict[str, Scorer] = {}
+        for spec, evaluator in zip(specs, evaluators, strict=True):
+            caller = JudgeCaller(
+                evaluator,
+                limiter=anyio.CapacityLimiter(settings.concurrency),
+                policy=RetryPolicy(max_retries=settings.max_retries, base=settings.retry_base_s),
+                cache=cache,
+                fail_fast_after=FAIL_FAST_AFTER if fail_fast else None,
+            )
+            scorers[spec] = Scorer(
+                caller=caller, prompts=prompts, knowledge_base=knowledge_base, params=params
+            )
         # Everything alive now (modules, the compiled lexicon, the knowledge base, schemas)
         # lives as long as the scorer: out of the cyclic collector's reach, a full collection
         # no longer walks it again each time the per-item memos grow (a tenth of a lexicon
@@ -75,11 +100,12 @@ async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIt
         if owns_freeze:
             gc.freeze()
         try:
-            yield scorer
+            yield scorers
         finally:
             if owns_freeze:
                 gc.unfreeze()
     finally:
         if cache is not None:
             cache.close()
-        await evaluator.aclose()
+        for evaluator in evaluators:
+            await evaluator.aclose()

@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     evaluator: str = "lexicon:v1"
     """Evaluator spec ``backend:TARGET``; ``lexicon:v1`` (offline) by default. The backends are
     those registered in ``faithjudge.evaluators.EVALUATORS``."""
+    evaluators: str | None = None
+    """The judges the REST service offers, comma-separated (``lexicon:v1,openai:gpt-5``); the
+    first is the default. Unset, the service offers ``evaluator`` alone. A job keeps the judge
+    it was uploaded under; see ``judges``."""
     data_dir: Path = Field(default_factory=_default_data_dir)
     """Where the response cache, the SQLite job store and the API keys file live."""
     cache: bool = True
@@ -113,6 +117,11 @@ class Settings(BaseSettings):
     """Per tenant: lines in one batch (413 beyond)."""
     max_body_bytes: int = Field(default=1 << 30, ge=1024)
     """Per tenant: bytes of one batch upload (413 beyond, checked while the body streams)."""
+    upload_read_timeout_s: float = Field(default=30.0, gt=0)
+    """A batch upload that sends no byte for this long gets 408 and frees its slot."""
+    upload_min_bytes_per_s: int = Field(default=10_000, ge=0)
+    """Past ``upload_read_timeout_s``, a batch upload slower than this on average gets 408 (a
+    body trickled byte by byte holds a slot no longer); 0 turns the check off."""
     max_score_body_bytes: int = Field(default=4 << 20, ge=1024)
     """Bytes of one ``POST /v1/score`` body and of one batch line. The default admits every
     text field at its longest, written with JSON's ``\\u`` escapes (12 bytes per character
@@ -137,6 +146,19 @@ class Settings(BaseSettings):
         if not sep or not scheme:
             raise ValueError(f"not a database URL: {url!r} (postgresql://USER@HOST/DB)")
         return url
+
+    @field_validator("evaluators")
+    @classmethod
+    def _evaluators(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        names = [name.strip() for name in value.split(",")]
+        if any(not name for name in names):
+            raise ValueError(f"an empty judge name in {value!r} (lexicon:v1,openai:MODEL)")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"judge named twice: {', '.join(twice)}")
+        return ",".join(names)
 
     @model_validator(mode="after")
     def _mask_undeclared(self) -> Settings:
@@ -190,6 +212,14 @@ class Settings(BaseSettings):
             return model.model_validate(given)
         except ValidationError as exc:
             raise ConfigError("invalid setting: " + _problems(exc)) from None
+
+    @property
+    def judges(self) -> tuple[str, ...]:
+        """The judges the service offers, the default first: ``evaluators``, else
+        ``evaluator`` alone."""
+        if self.evaluators:
+            return tuple(self.evaluators.split(","))
+        return (self.evaluator,) if self.evaluator else ()
 
     @property
     def cache_path(self) -> Path:

@@ -18,7 +18,9 @@ bad_quote           ``schema_violation``, ``bad_quote``)
 ==================  ===========================================================================
 
 ``expire_batches`` / ``fail_batches`` make the next N batches end ``expired`` (no line answered,
-every one in the error file as expired) or ``failed`` (validation error, no files). Any call to
+every one in the error file as expired) or ``failed`` (validation error, no files). With
+``stagger_s`` the n-th batch created (from 0) takes ``step_s + n * stagger_s`` per state, so
+batches end one after another. The counters keep the cancel calls and the tokens billed. Any call to
 ``/chat/completions`` is counted in ``chat_calls`` and refused: the batch route must never make
 one. Files live in a temporary folder, never in memory whole.
 """
@@ -66,6 +68,7 @@ class FakeBatchConfig:
     quote_mode: Literal["none", "first_sentence"] = "none"
     expire_batches: int = 0
     fail_batches: int = 0
+    stagger_s: float = 0.0
     max_file_lines: int = 50_000
     max_file_bytes: int = 200 * 1024 * 1024
 
@@ -82,6 +85,9 @@ class FakeBatchCounters:
     file_lines: list[int] = field(default_factory=list)
     file_bytes: list[int] = field(default_factory=list)
     processing_s: float = 0.0
+    cancels: int = 0  # POST /v1/batches/{id}/cancel calls
+    prompt_tokens: int = 0  # usage of every line answered, as the provider bills it
+    completion_tokens: int = 0
 
 
 def answer_line(
@@ -287,6 +293,7 @@ class FakeBatchApp:
             "request_counts": {"total": 0, "completed": 0, "failed": 0},
             "_since": now,
             "_fate": "completed",
+            "_index": self.counters.batches - 1,
         }
         if self.config.fail_batches > 0:
             self.config.fail_batches -= 1
@@ -327,6 +334,7 @@ class FakeBatchApp:
         batch = self.batches.get(request.path_params["batch_id"])
         if batch is None:
             return _error(404, "no such batch")
+        self.counters.cancels += 1
         if batch["status"] in ("validating", "in_progress"):
             batch["status"] = "cancelling"
             batch["_since"] = time.time()
@@ -354,7 +362,7 @@ class FakeBatchApp:
 
     def _advance(self, batch: dict[str, Any]) -> None:
         now = time.time()
-        if now - batch["_since"] < self.config.step_s:
+        if now - batch["_since"] < self.config.step_s + batch["_index"] * self.config.stagger_s:
             return
         status = batch["status"]
         if status == "cancelling":
@@ -408,6 +416,10 @@ class FakeBatchApp:
                     )
                 if fault is not None:
                     self.counters.by_fault[fault] += 1
+                if not is_error:
+                    usage = answer["response"]["body"]["usage"]
+                    self.counters.prompt_tokens += usage["prompt_tokens"]
+                    self.counters.completion_tokens += usage["completion_tokens"]
                 (err if is_error else out).write(orjson.dumps(answer) + b"\n")
                 failed += is_error
                 completed += not is_error

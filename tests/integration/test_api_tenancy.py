@@ -14,6 +14,7 @@ from faithjudge.api.keys import create_key, hash_key
 from faithjudge.settings import Settings
 
 from tests import fixtures_service
+from tests.fakes.judge_server import run_fake_judge
 from tests.fixtures_service import Backend, running_app, wait_for_status
 from tests.integration.test_api_batches import NDJSON, demo_lines
 
@@ -147,3 +148,35 @@ async def test_per_tenant_limits_from_the_keys_file(store_backend: Backend, tmp_
                 "/v1/batches", content=three, headers={**NDJSON, **_bearer(large)}
             )
             assert response.status_code == 202
+
+
+async def test_the_response_cache_answers_a_tenant_only_from_its_own_calls(
+    tmp_path: Path,
+) -> None:
+    """One service, one judge, one response cache: alpha's repeat is a cache hit, while beta's
+    identical request is asked of the judge again (it is not handed what alpha paid for)."""
+    data_dir = tmp_path / "data"
+    alpha = _bearer(create_key(data_dir / "api_keys.json", "alpha"))
+    beta = _bearer(create_key(data_dir / "api_keys.json", "beta"))
+    line = json.loads(demo_lines(1)[0])
+    with run_fake_judge() as fake:
+        settings = Settings(
+            data_dir=data_dir,
+            evaluator="openai:judge-x",
+            openai_base_url=fake.base_url,
+            openai_api_key="sk-test",
+        )
+        async with running_app(settings) as (_, client):
+
+            async def score(headers: dict[str, str]) -> int:
+                before = fake.counters.total
+                response = await client.post("/v1/score", json=line, headers=headers)
+                assert response.status_code == 200, response.text
+                assert response.json()["metrics"], response.text
+                return fake.counters.total - before
+
+            first = await score(alpha)
+            assert first > 0
+            assert await score(alpha) == 0  # the same tenant: every grade from the cache
+            assert await score(beta) == first  # another tenant asks for itself
+            assert await score(beta) == 0

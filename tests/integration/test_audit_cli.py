@@ -126,6 +126,24 @@ def test_bad_records_exit_3_naming_line_and_field(
     assert not out.exists()
 
 
+def test_a_torn_line_is_an_input_error_and_the_rest_is_audited(tmp_path: Path) -> None:
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(EXAMPLE.read_bytes() + b'{"model": "m", "item_id": "cut-o\n')
+    torn_line = len(EXAMPLE.read_bytes().splitlines()) + 1
+    js, md, html = tmp_path / "a.json", tmp_path / "a.md", tmp_path / "a.html"
+    result = _run("audit", torn, "--json", js, "--md", md, "--html", html, "--bootstrap", "50")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"{torn}: 1 unreadable answer record line(s), counted as input errors" in said
+    assert f"{torn}:{torn_line}: not valid JSON" in said
+    report = json.loads(js.read_text())
+    assert report["summary"]["input_errors"] == 1
+    assert [e["line"] for e in report["input_errors"]] == [torn_line]
+    assert set(report["audits"]) == {"lotfinia", "zafar", "medvigil"}
+    assert f"- line {torn_line}: not valid JSON" in md.read_text()
+    assert "Input errors (1 line(s) not audited)" in html.read_text()
+
+
 def test_missing_file_and_bad_option(tmp_path: Path) -> None:
     result = _run("audit", tmp_path / "nope.jsonl")
     assert result.exit_code == 3 and "not found" in result.output

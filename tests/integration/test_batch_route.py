@@ -169,12 +169,20 @@ async def test_expired_and_failed_batches(tmp_path: Path) -> None:
         assert fake.counters.batches == 2 and report.failed == 0
     assert all(m.status == "valid" for r in _results(out).values() for m in r.metrics.values())
 
-    # a batch that fails validation is not retried: its requests are transport failures
+    # a failed batch is retried as one that expired: a follow-up answers its requests
     out2 = tmp_path / "out2.jsonl"
     with run_fake_batches(FakeBatchConfig(fail_batches=1)) as fake:
-        await _batch_run(_settings(fake.base_url, tmp_path / "b"), source, out2)
-        assert fake.counters.batches == 1
-    failures = [m.failure for r in _results(out2).values() for m in r.metrics.values()]
+        report, _ = await _batch_run(_settings(fake.base_url, tmp_path / "b"), source, out2)
+        assert fake.counters.batches == 2 and report.failed == 0
+    assert all(m.status == "valid" for r in _results(out2).values() for m in r.metrics.values())
+
+    # batches that keep failing: after the retry budget the requests are transport failures
+    # naming the provider's reason
+    out3 = tmp_path / "out3.jsonl"
+    with run_fake_batches(FakeBatchConfig(fail_batches=99)) as fake:
+        await _batch_run(_settings(fake.base_url, tmp_path / "c"), source, out3)
+        assert fake.counters.batches == 6  # the first and five follow-ups
+    failures = [m.failure for r in _results(out3).values() for m in r.metrics.values()]
     assert all(f is not None and f.stage == "transport" for f in failures)
     assert all("fake validation failure" in f.detail for f in failures if f)
 

@@ -352,7 +352,8 @@ async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -
     (again,) = await ledger.parts(submitted=False, done=False)
     async with ledger.open_part(again) as (_name, handle):  # the job line is kept on a retry
         assert handle.read() == b'{"custom_id": "k3", "line": 2, "from": {"seq": 1}}\n'
-    assert await ledger.settled(["k1", "k2", "k3", "k4"]) == {"k1", "k2"}
+    # only answers settle a request for later jobs: a failure for good is this job's own
+    assert await ledger.settled(["k1", "k2", "k3", "k4"]) == {"k1"}
     found = await store.answer_of("k1")
     assert found is not None and found.text == answer.text and found.usage == answer.usage
     assert await store.answer_of("k3") is None
@@ -362,3 +363,47 @@ async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -
     # answers known without a batch are recorded for every replica to read
     await ledger.record_answers([("k7", answer)])
     assert (await store.answer_of("k7")).text == answer.text
+
+
+async def test_a_job_is_claimed_only_by_a_worker_offering_its_judge(store: JobStore) -> None:
+    from faithjudge.jobs.interface import WAITING_PREFIX, JobJudge
+
+    async def job(judge: JobJudge | None, lines: int = 2) -> str:
+        row = await store.begin_batch(tenant="t1", name=None, idempotency_key=None, judge=judge)
+        assert (row.judge, row.judge_key) == ((judge.name, judge.key) if judge else (None, None))
+        await store.add_lines(row.id, [(seq, seq + 1, "{}") for seq in range(lines)])
+        await store.finish_ingest(row.id, total=lines, rejections=[], body_sha256="0" * 64)
+        return row.id
+
+    a, b = JobJudge("lexicon:v1", "a" * 64, "{}"), JobJudge("openai:m", "b" * 64, "{}")
+    of_a, of_b, legacy = await job(a), await job(b), await job(None)
+    assert await store.active_batch_ids(judges={a.key: False}) == [of_a]
+    assert await store.active_batch_ids(judges={a.key: False, None: False}) == [of_a, legacy]
+    assert await store.active_batch_ids(judges={b.key: True}) == []  # its phase is not done
+    assert await store.active_batch_ids(judges={}) == []
+    claimed = await store.claim("w1", batch_ids=[of_a, legacy], limit=10, lease_s=60)
+    assert {(c.batch_id, c.judge) for c in claimed} == {(of_a, a.key), (legacy, None)}
+
+    # b's job waits for a worker offering b: its detail says so, never one written by another
+    assert [r.id for r in await store.waiting_batches([a.key])] == [of_b]
+    await store.note_waiting(of_b, f"{WAITING_PREFIX}openai:m; this service offers lexicon:v1")
+    row = await store.get_batch("t1", of_b)
+    assert row is not None and row.detail is not None and row.detail.startswith(WAITING_PREFIX)
+    assert row.status == "queued"
+    assert await store.claim_provider_phase("w2", lease_s=60, judges=["c" * 64]) is None
+    assert await store.claim_provider_phase("w2", lease_s=60, judges=[b.key]) == of_b
+    assert await store.waiting_batches([a.key]) == []  # its phase is held now
+    await store.end_provider_phase("w2", of_b, done=True, detail="all answered")
+    await store.note_waiting(of_b, f"{WAITING_PREFIX}openai:m")
+    assert (await store.get_batch("t1", of_b)).detail == "all answered"  # type: ignore[union-attr]
+
+    # the first claim by a worker offering the judge clears the waiting detail
+    await store.note_waiting(of_a, f"{WAITING_PREFIX}x")  # a's lines are leased: left alone
+    assert (await store.get_batch("t1", of_a)).detail is None  # type: ignore[union-attr]
+    third = await job(b, lines=1)
+    await store.note_waiting(third, f"{WAITING_PREFIX}openai:m")
+    assert await store.active_batch_ids(judges={b.key: False}) == [of_b, third]
+    assert [c.judge for c in await store.claim("w3", batch_ids=[third], limit=5, lease_s=60)] == [
+        b.key
+    ]
+    assert (await store.get_batch("t1", third)).detail is None  # type: ignore[union-attr]

@@ -223,18 +223,32 @@ def test_gate_exit_2_on_coverage(tmp_path: Path) -> None:
     assert "FAILED (coverage, quality)" in result.output
 
 
-@pytest.mark.parametrize("case", ["malformed", "missing", "bad_config", "nothing_judged",
-                                  "empty", "no_shared_items"])  # fmt: skip
+def test_gate_counts_a_torn_result_line_as_an_input_error(tmp_path: Path) -> None:
+    """A torn line is named and counted, never a reason to gate nothing: it missed the judge."""
+    good = _jsonl(tmp_path / "r.jsonl", _many(1))
+    lines = good.read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2][:40]
+    good.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 10.0\n")
+    junit = tmp_path / "j.xml"
+    result = _run("gate", good, "--config", config, "--junit", junit)
+    said = " ".join(result.output.split())
+    assert f"{good}: 1 unreadable result line(s), counted as input errors" in said
+    assert f"{good}:3: not valid JSON" in said
+    # the default not-judged bound fails on it, in the header, the JUnit file and the exit code
+    assert result.exit_code == 2 and "FAILED (coverage)" in said
+    case = junit.read_text(encoding="utf-8").split('name="not_judged [CF]"')[1]
+    assert case.split("</testcase>")[0].lstrip(" >\n").startswith("<failure")
+
+
+@pytest.mark.parametrize("case", ["missing", "bad_config", "nothing_judged", "empty",
+                                  "no_shared_items"])  # fmt: skip
 def test_gate_exit_3_or_4_when_the_run_cannot_be_evaluated(tmp_path: Path, case: str) -> None:
     good = _jsonl(tmp_path / "r.jsonl", _many(1))
     config = _toml(tmp_path / "g.toml", "[quality]\nmin_cf = 10.0\n")
-    args: list[str | Path] = ["gate", good, "--config", config]
-    if case == "malformed":
-        lines = good.read_text(encoding="utf-8").splitlines()
-        lines[2] = lines[2][:40]
-        good.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        expected = f"{good}:3"
-    elif case == "missing":
+    junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
+    args: list[str | Path] = ["gate", good, "--config", config, "--junit", junit, "--md", md]
+    if case == "missing":
         args[1] = tmp_path / "absent.jsonl"
         expected = "not found"
     elif case == "bad_config":
@@ -253,8 +267,15 @@ def test_gate_exit_3_or_4_when_the_run_cannot_be_evaluated(tmp_path: Path, case:
         expected = "shares no item"
     result = _run(*args)
     # 4: the file was read but not one grade in it was judged; 3: it could not be evaluated
-    assert result.exit_code == (4 if case in ("nothing_judged", "empty") else 3), result.output
+    code = 4 if case in ("nothing_judged", "empty") else 3
+    assert result.exit_code == code, result.output
     assert expected in " ".join(result.output.split())
+    # the CI step still gets its files, and they fail with the same reason and code
+    xml = junit.read_text(encoding="utf-8")
+    assert 'failures="1"' in xml and f"exit {code}: " in xml
+    assert expected in " ".join(xml.split()).replace("&gt;", ">").replace("&lt;", "<")
+    summary = md.read_text(encoding="utf-8")
+    assert summary.startswith(f"# FaithJudge gate: NOT EVALUATED (exit {code})")
 
 
 @pytest.mark.parametrize("argv", [["--config"], ["--no-such-option"], []])

@@ -249,23 +249,39 @@ def test_judge_results_flatten_to_item_metric_rows(tmp_path: Path) -> None:
     assert row["confidence_calibration"] == 0.5 and row["flip"] is False
 
 
-@pytest.mark.parametrize(
-    ("bad", "message"),
-    [
-        ("{oops", "not an ItemResult line"),
-        ('{"item_id": "z", "metrics": {"clinical_fidelity": {"status": "great"}}}', "status"),
-        ('{"item_id": "z", "colour": "red"}', "colour"),
-        (None, "item a has a second result (first at line 1)"),
-    ],
-)
-def test_bad_judge_result_lines_name_file_and_line(
-    tmp_path: Path, bad: str | None, message: str
-) -> None:
+def test_a_second_result_of_an_item_names_file_and_line(tmp_path: Path) -> None:
     first = result_line("a", causal_attribution=_metric("valid", 1))
-    path = _write(tmp_path / "j.jsonl", [first, bad if bad is not None else first])
+    path = _write(tmp_path / "j.jsonl", [first, first])
     with pytest.raises(UserInputError) as info:
         load_judge_results(path)
-    assert f"{path}:2: " in str(info.value) and message in str(info.value)
+    assert f"{path}:2: item a has a second result (first at line 1)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("bad", "item", "message"),
+    [
+        ("{oops", None, "not an ItemResult line"),
+        ('{"item_id": "z", "metrics": {"clinical_fidelity": {"status": "great"}}}', "z", "status"),
+        ('{"item_id": "z", "colour": "red"}', "z", "colour"),
+    ],
+)
+def test_bad_judge_result_lines_are_named_input_errors(
+    tmp_path: Path, bad: str, item: str | None, message: str
+) -> None:
+    """A line that is not an ItemResult is named and counted as score counts it: an input
+    error of its item, never a reason to validate nothing."""
+    first = result_line("a", causal_attribution=_metric("valid", 1))
+    path = _write(tmp_path / "j.jsonl", [first, bad])
+    frame = load_judge_results(path)
+    (named,) = frame.attrs["unreadable_lines"]
+    assert named.startswith(f"{path}:2: not an ItemResult line") and message in named
+    if item is None:
+        assert frame.attrs["unidentified_lines"] == [2]
+        assert set(frame["item_id"]) == {"a"}
+    else:
+        rows = frame[frame["item_id"] == item]
+        assert set(rows["stage"]) == {"input"} and set(rows["line"]) == {2}
+        assert all(d.startswith("j.jsonl:2: ") for d in rows["detail"])
 
 
 def test_empty_judge_file_is_rejected(tmp_path: Path) -> None:
@@ -332,7 +348,7 @@ def test_cli_validate_judge_prints_markdown_and_writes_json(tmp_path: Path) -> N
     assert out_md.read_text().startswith("## Judge validation")
 
 
-@pytest.mark.parametrize("defect", ["ratings", "judge", "missing_item", "duplicate_name"])
+@pytest.mark.parametrize("defect", ["ratings", "missing_item", "duplicate_name"])
 def test_cli_validate_judge_exits_3_naming_the_problem(tmp_path: Path, defect: str) -> None:
     ratings, judge = _cli_inputs(tmp_path)
     specs = [f"mine={judge}"]
@@ -340,9 +356,6 @@ def test_cli_validate_judge_exits_3_naming_the_problem(tmp_path: Path, defect: s
     if defect == "ratings":
         _write(ratings, [_rating("a", "r1"), _rating("a", "r2", cf=7)])
         expected = f"{ratings}:2"
-    elif defect == "judge":
-        judge.write_text(judge.read_text() + "not json\n")
-        expected = f"{judge}:13"
     elif defect == "missing_item":
         lines = judge.read_text().splitlines()
         judge.write_text("\n".join(lines[:-1]) + "\n")
@@ -356,6 +369,20 @@ def test_cli_validate_judge_exits_3_naming_the_problem(tmp_path: Path, defect: s
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 3, result.output
     assert expected in " ".join(result.output.split())
+
+
+def test_cli_validate_judge_names_a_torn_judge_line_and_goes_on(tmp_path: Path) -> None:
+    ratings, judge = _cli_inputs(tmp_path)
+    judge.write_text(judge.read_text() + "not json\n")
+    out_json = tmp_path / "v.json"
+    args = ["validate-judge", "--ratings", str(ratings), "--bootstrap", "50",
+            "--judge", f"mine={judge}", "--json", str(out_json)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"{judge}: 1 unreadable result line(s), counted as input errors" in said
+    assert f"{judge}:13: not an ItemResult line" in said
+    assert orjson.loads(out_json.read_bytes())["judges"][0]["name"] == "mine"
 
 
 def test_cli_split_and_reader_study_requests(tmp_path: Path) -> None:
@@ -387,3 +414,20 @@ def test_cli_split_and_reader_study_requests(tmp_path: Path) -> None:
     _write(source, ["{broken", "[]"])
     result = runner.invoke(app, ["reader-study-requests", str(source), "-o", str(requests)])
     assert result.exit_code == 4 and "no row" in result.output
+
+
+def test_cli_validate_judge_prints_the_gates_exact_bound(tmp_path: Path) -> None:
+    """Coverage rates carry the exact bound their gate is judged on, never a bootstrap of 0."""
+    from faithjudge.stats.judge_coverage import exact_upper
+
+    ratings, judge = _cli_inputs(tmp_path)
+    md = tmp_path / "v.md"
+    args = ["validate-judge", "--ratings", str(ratings), "--bootstrap", "50",
+            "--judge", f"mine={judge}", "--md", str(md)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    bound = f"{100 * exact_upper(0, 12, 0.95):.1f}"  # 12 items, no parse failure
+    coverage = md.read_text().split("### Coverage diagnostics")[1].split("###")[0]
+    cf = next(x for x in coverage.splitlines() if x.startswith("| CF |"))
+    assert cf.split(" | ")[2] == f"0.0 (≤ {bound})"
+    assert f"0.0 (≤ {bound} exact)" in md.read_text()

@@ -92,3 +92,26 @@ def test_a_completed_batch_that_judged_nothing_says_so() -> None:
     assert build_status(_row("running", total=50), dead_judge, now=NOW).detail is None
     judged = _graded({"invalid": 149, "valid": 1}, {"transport": 141, "kb": 8})
     assert build_status(_row("completed", total=50), judged, now=NOW).detail is None
+
+
+def test_a_kb_miss_is_not_judged_not_invalid() -> None:
+    """The batch status names a KB miss as ``score`` and the reports do: not judged."""
+    counts = _graded({"valid": 40, "invalid": 10}, {"evidence": 3, "kb": 6, "transport": 1})
+    status = build_status(_row("completed", total=50), counts, now=NOW)
+    assert status.counts == {"valid": 40, "invalid": 4, "not_judged": 6, "error": 0}
+    assert status.failure_stages == {"evidence": 3, "kb": 6, "transport": 1}
+    only_kb = build_status(_row("completed", total=50), _graded({"invalid": 8}, {"kb": 8}), now=NOW)
+    assert only_kb.counts == {"not_judged": 8, "error": 0}
+    assert only_kb.detail == "completed, but not one grade was judged (kb 8)"
+
+
+def test_submit_names_kb_misses_as_score_does() -> None:
+    from faithjudge.cli.common import err
+    from faithjudge.cli.submit import _print_status
+
+    counts = _graded({"valid": 40, "invalid": 10}, {"evidence": 3, "kb": 6, "transport": 1})
+    with err.capture() as captured:
+        _print_status(build_status(_row("completed", total=50), counts, now=NOW))
+    said = " ".join(captured.get().split())
+    assert "KB misses (not judged) │ 6" in said and "metric not judged │ 6" in said
+    assert "metric invalid │ 4" in said and "failure: kb" not in said

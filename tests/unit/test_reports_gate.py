@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from faithjudge.exit_codes import ExitCode
+from faithjudge.markup import md_escape
 from faithjudge.reports import gate as g
 from faithjudge.reports.junit import junit_xml
 from faithjudge.reports.render_md import gate_markdown, gate_verdict
-from faithjudge.reports.report import build_report
+from faithjudge.reports.report import Report, build_report
 from faithjudge.reports.table import item_table
 from faithjudge_client.lines import ItemResult
 
@@ -21,7 +23,7 @@ from tests.unit.test_reports_aggregate import fixture_lines
 TOLERATE_LOST = {"max_not_judged": 100.0}
 
 
-def _items(lines: list[dict] | None = None) -> object:
+def _items(lines: list[dict] | None = None) -> pd.DataFrame:
     return item_table(
         ItemResult.model_validate_json(json.dumps(x)) for x in (lines or fixture_lines())
     )
@@ -31,7 +33,7 @@ def _report(
     lines: list[dict] | None = None,
     baseline: list[dict] | None = None,
     config: g.GateConfig | None = None,
-) -> object:
+) -> Report:
     """The report the gate command builds: with the config's regression tolerances."""
     base = None if baseline is None else _items(baseline)
     tolerance = None if config is None else g.regression_tolerance(config)
@@ -180,7 +182,9 @@ def test_verdict_names_every_kind_that_failed() -> None:
         checks = g.evaluate(report, g.parse_config(data))
         code = g.exit_code(checks)
         assert gate_verdict(checks, code) == verdict, data
-        assert gate_markdown(checks, code, report).startswith(f"# FaithJudge gate: {verdict}\n")
+        result = g.verdict(checks)
+        assert result.code == code and result.label == verdict
+        assert gate_markdown(result, report).startswith(f"# FaithJudge gate: {verdict}\n")
     assert g.failed_kinds([]) == [] and gate_verdict([], 3) == "ERROR"
 
 
@@ -218,3 +222,76 @@ def test_junit_lists_every_check() -> None:
     xml = junit_xml(checks)
     assert 'tests="2"' in xml and 'failures="1"' in xml
     assert "<failure" in xml and "min_cf [m1]" in xml
+
+
+def _junit_failures(xml: str) -> dict[str, str]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(xml)
+    return {
+        case.attrib["name"]: failure.attrib["message"]
+        for case in root.iter("testcase")
+        if (failure := case.find("failure")) is not None
+    }
+
+
+def test_one_verdict_for_header_markdown_junit_and_exit_code() -> None:
+    # a check that cannot be evaluated fails: the JUnit file must say so as the header does
+    lines = _judged_lines()
+    config = g.parse_config({"quality": {"min_cf": 10.0, "min_accuracy": 10.0},
+                             "coverage": {"max_schema": 50.0, **TOLERATE_LOST}})  # fmt: skip
+    report = _report(lines)
+    checks = g.evaluate(report, config)
+    unevaluable = [
+        g.Check("quality", "min_cf [m-none]", 10.0, None, None, "CF = n/a over 0 items"),
+        *checks,
+    ]
+    result = g.verdict(unevaluable)
+    assert result.label == "FAILED (coverage, quality)"
+    assert result.code == ExitCode.COVERAGE_FAILED == g.exit_code(unevaluable)
+    failures = _junit_failures(junit_xml(result))
+    assert set(failures) == {c.name for c in result.failed}
+    assert "min_cf [m-none]" in failures
+    markdown = gate_markdown(result, report)
+    assert markdown.startswith("# FaithJudge gate: FAILED (coverage, quality)\n")
+    for check in result.failed:
+        row = next(x for x in markdown.splitlines() if x.startswith(f"| {md_escape(check.name)} |"))
+        assert "**FAIL**" in row
+    assert markdown.count("**FAIL**") == len(result.failed)
+    # every failed coverage check names its rate, its exact bound and its threshold
+    schema = next(c for c in result.failed if c.kind == "coverage")
+    message = failures[schema.name]
+    assert message.startswith(
+        f"rate {schema.rate:.1f}%, upper bound {schema.value:.1f}%, "
+        f"threshold {schema.threshold:.1f}%"
+    )
+
+
+def test_junit_skips_only_what_the_verdict_skips() -> None:
+    lines = [x for x in _judged_lines() if x["modification"]["code"] != "SHAM"]
+    config = g.parse_config({"coverage": {"max_fpr_sham": 5.0, **TOLERATE_LOST}})
+    result = g.verdict(g.evaluate(_report(lines), config))
+    xml = junit_xml(result)
+    assert 'skipped="1"' in xml and f'failures="{len(result.failed)}"' in xml
+    assert [g.check_status(c) for c in result.checks if c.name.startswith("fpr_sham")] == ["skip"]
+
+
+def test_coverage_rates_print_the_gates_exact_bound() -> None:
+    from faithjudge.reports.render_md import coverage_markdown
+    from faithjudge.reports.run_coverage import fpr_bound, rate_bound
+
+    report = _report()
+    config = g.parse_config({"coverage": {"max_schema": 1.0, "max_fpr_sham": 5.0}})
+    checks = {c.name: c for c in g.evaluate(report, config)}
+    text = "\n".join(coverage_markdown(report))
+    for scope in config.scopes:
+        schema = checks[f"schema [{scope}]"]
+        assert schema.value is not None
+        bound = rate_bound("schema", report.coverage[scope].rates["schema"])
+        assert bound is not None and 100 * bound == pytest.approx(schema.value)
+        row = next(x for x in text.splitlines() if x.startswith(f"| {scope} |"))
+        assert f"[≤ {schema.value:.1f}]" in row.split(" | ")[4]
+    fpr = checks["fpr_sham [CA]"]
+    upper = fpr_bound(report.fpr)
+    assert upper is not None and fpr.value == pytest.approx(100 * upper)
+    assert f"[≤ {fpr.value:.1f}]" in next(x for x in text.splitlines() if "Placebo FPR" in x)

@@ -6,6 +6,7 @@ import json
 import re
 
 from faithjudge.markup import md_escape
+from faithjudge.reports.explorer import RequestView, RequestViews
 from faithjudge.reports.render_html import highlight, report_html
 from faithjudge.reports.render_md import report_markdown
 from faithjudge.reports.report import build_report, report_json
@@ -44,10 +45,19 @@ def test_html_is_self_contained_and_escaped() -> None:
     lines[0]["model"] = EVIL
     lines[0]["metrics"]["clinical_fidelity"]["quotes"][0]["text"] = EVIL
     report = _report(lines)
-    page = report_html(report, cots={"it-2": f"the angle is blunted {EVIL}"})
-    assert "<script" not in page.lower()
-    # nothing is fetched: the only URL is the SVG namespace, which is a name, not a request
+    cot = RequestView(item_id="it-2", cot=f"the angle is blunted {EVIL}")
+    page = report_html(report, requests=RequestViews({"it-2": cot}))
+    # two script elements, both the report's own: the inert data block and the explorer
+    assert re.findall(r"<script[^>]*>", page.lower()) == [
+        '<script type="application/json" id="explorer-data">',
+        '<script id="explorer-script">',
+    ]
+    assert EVIL not in page and "alert(1)" in page  # there, but only as escaped text
+    data = page.split('id="explorer-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and "\\u003cscript\\u003ealert(1)" in data
+    # nothing is fetched (and the policy forbids it): the only URL is the SVG namespace
     assert "//" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "default-src 'none'; script-src 'sha256-" in page
     assert page.count("<svg") >= 2
     assert "<mark" in page and "&lt;script&gt;" in page
     assert "<table>" in page and "Coverage diagnostics" in page and "Comparison" in page

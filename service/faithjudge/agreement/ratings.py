@@ -30,12 +30,12 @@ from typing import Any
 
 import orjson
 import pandas as pd
-from faithjudge_client.lines import ItemResult, ScoreRequest
+from faithjudge_client.lines import Failure, ItemResult, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names, metrics
 from pydantic import ValidationError
 
 from faithjudge.errors import UserInputError
-from faithjudge.jsonl import describe_validation_error, numbered_lines
+from faithjudge.jsonl import describe_json_error, describe_validation_error, numbered_lines
 from faithjudge.scoring.outcomes import metric_outcome
 
 __all__ = [
@@ -96,8 +96,8 @@ def read_jsonl_objects(
         where = f"{path}:{lineno}"
         try:
             obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise UserInputError(f"{where}: not valid JSON ({exc})", field=where) from exc
+        except orjson.JSONDecodeError:
+            raise UserInputError(f"{where}: {describe_json_error(line)}") from None
         if not isinstance(obj, dict):
             raise UserInputError(f"{where}: expected a JSON object", field=where)
         rows.append((lineno, obj))
@@ -286,8 +286,8 @@ def reader_study_lines(path: Path | str) -> Iterator[tuple[int, bytes, str | Non
         rows += 1
         try:
             row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            yield lineno, line.strip(), f"not valid JSON ({exc})"
+        except orjson.JSONDecodeError:
+            yield lineno, line.strip(), describe_json_error(line)
             continue
         if not isinstance(row, dict):
             yield lineno, line.strip(), "expected a JSON object"
@@ -355,25 +355,27 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
     grade, ``abstain`` for an abstention, the failure stage otherwise, the line's error stage
     (``input``, ``transport``) for a line that was never scored and ``missing`` for a metric
     the request did not ask for. Lines without an item_id cannot be matched to ratings; their
-    line numbers are in ``frame.attrs["unidentified_lines"]``.
+    line numbers are in ``frame.attrs["unidentified_lines"]``. A line that is not an ItemResult
+    is read as ``score`` would have written it, an ``input`` error of its item (or an
+    unidentified line), and named in ``frame.attrs["unreadable_lines"]`` (``file:line: why``).
 
     Raises:
-        UserInputError: naming file and line for a line that is not an ItemResult, a repeated
-            item_id, or an empty file.
+        UserInputError: naming file and line for a repeated item_id, or an empty file.
     """
     path = Path(path)
     raw = _read_bytes(path)
     seen: dict[str, int] = {}
     rows: list[list[Any]] = []
     unidentified: list[int] = []
+    unreadable: list[str] = []
     for lineno, line in numbered_lines(raw.splitlines()):
         where = f"{path}:{lineno}"
         try:
             result = ItemResult.model_validate_json(line)
         except ValidationError as exc:
-            raise UserInputError(
-                f"{where}: not an ItemResult line ({describe_validation_error(exc)})", field=where
-            ) from exc
+            why = f"not an ItemResult line ({describe_validation_error(exc)})"
+            unreadable.append(f"{where}: {why}")
+            result = _input_error(line, lineno, f"{path.name}:{lineno}: {why}")
         if result.item_id is None:
             unidentified.append(lineno)
             continue
@@ -391,4 +393,20 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
     frame["confidence_calibration"] = frame["confidence_calibration"].astype("float64")
     frame.attrs["source"] = str(path)
     frame.attrs["unidentified_lines"] = unidentified
+    frame.attrs["unreadable_lines"] = unreadable
     return frame
+
+
+def _input_error(line: bytes, lineno: int, detail: str) -> ItemResult:
+    """The input error that stands for a line that is not an ItemResult: counted against the
+    judge's coverage under its item_id when that much can be read, else an unidentified line."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        data = None
+    item_id = data.get("item_id") if isinstance(data, dict) else None
+    return ItemResult(
+        line=lineno,
+        item_id=item_id if isinstance(item_id, str) and item_id else None,
+        error=Failure(stage="input", detail=detail),
+    )

@@ -13,7 +13,13 @@ from faithjudge_client.metric_catalogue import agreement_scopes, headline_scopes
 
 from faithjudge.agreement.consensus import validated_scopes
 from faithjudge.agreement.report import JudgeReport, TauEstimate, ValidationReport
-from faithjudge.stats.judge_coverage import RATE_GATES, RateEstimate, gated_scopes
+from faithjudge.stats.judge_coverage import (
+    RATE_GATES,
+    RateEstimate,
+    fpr_bound,
+    gated_scopes,
+    rate_bound,
+)
 
 __all__ = ["render_markdown"]
 
@@ -55,10 +61,11 @@ def _tau(t: TauEstimate, *, ci: bool = True) -> str:
     return text
 
 
-def _rate(rate: RateEstimate) -> str:
+def _rate(name: str, rate: RateEstimate) -> str:
+    # the exact bound the gate judges, not a bootstrap (which puts 0 failures at 0 for any n)
     if rate.point is None:
         return "–"
-    return f"{_pct(rate.point)} (≤ {_pct(rate.high)})"
+    return f"{_pct(rate.point)} (≤ {_pct(rate_bound(name, rate))})"
 
 
 def _summary(report: ValidationReport) -> str:
@@ -165,7 +172,7 @@ def _coverage(judge: JudgeReport) -> str:
             [
                 scope,
                 f"{cov.n_judged} / {cov.n_items * (n_headline if scope == 'macro' else 1)}",
-                *(_rate(r[k]) for k in ("parse", "schema", "evidence", "invalid", "abstain")),
+                *(_rate(k, r[k]) for k in ("parse", "schema", "evidence", "invalid", "abstain")),
                 _pct(r["not_judged"].point),
                 _pct(r["cov"].point),
                 _pct(r["val"].point),
@@ -254,11 +261,13 @@ def render_markdown(report: ValidationReport) -> str:
     if report.dropped:
         parts.append("Raters left out of an axis's consensus:")
         parts.append("\n".join(f"- {d.rater} on {d.axis}: {d.reason}" for d in report.dropped))
-    parts.append("### Coverage diagnostics (%, point (≤ 95% upper bound); rates over judged)")
+    parts.append(
+        "### Coverage diagnostics (%, point (≤ exact one-sided 95% upper bound); rates over judged)"
+    )
     for judge in report.judges:
         parts += [f"**{judge.name}**", _coverage(judge)]
     parts += [
-        "### Gates (judged on the 95% bootstrap upper bound; ✓ pass, ✗ fail)",
+        "### Gates (judged on the exact one-sided 95% upper bound; ✓ pass, ✗ fail)",
         _gates(report),
         "### Placebo FPR (SHAM items, positive = CA > 3)",
         "\n".join(
@@ -267,7 +276,7 @@ def render_markdown(report: ValidationReport) -> str:
                 j.fpr_sham.note
                 if j.fpr_sham.rate.point is None and j.fpr_sham.note
                 else f"{j.fpr_sham.n_positive} / {j.fpr_sham.n_valid} = "
-                f"{_pct(j.fpr_sham.rate.point)}% (≤ {_pct(j.fpr_sham.rate.high)}%)"
+                f"{_pct(j.fpr_sham.rate.point)}% (≤ {_pct(fpr_bound(j.fpr_sham))}%)"
             )
             for j in report.judges
         ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +18,10 @@ import anyio.abc
 from faithjudge_client.bodies import Problem
 from faithjudge_client.metric_catalogue import metrics
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from faithjudge import __version__
 from faithjudge.api.deps import AppState
@@ -27,11 +31,17 @@ from faithjudge.api.problems import install_handlers
 from faithjudge.api.prometheus import Metrics, MetricsMiddleware
 from faithjudge.api.uploads import BodyLimitMiddleware
 from faithjudge.jobs.interface import open_job_store
+from faithjudge.jobs.judges import job_judge
 from faithjudge.jobs.worker import Worker
-from faithjudge.runtime import open_scorer
+from faithjudge.runtime import open_scorers
 from faithjudge.settings import Settings
 
 __all__ = ["create_app"]
+
+# Swagger UI ships with the package (api/static/swagger-ui, see SOURCE there): a CDN copy would
+# leave /docs blank on a machine without network access.
+SWAGGER_UI_PREFIX = "/static/swagger-ui"
+_SWAGGER_UI_DIR = Path(__file__).resolve().parent / "static" / "swagger-ui"
 
 log = logging.getLogger("faithjudge.api")
 
@@ -71,6 +81,23 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return app.openapi_schema
 
 
+def _install_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the packaged assets, nothing fetched from elsewhere."""
+    app.mount(SWAGGER_UI_PREFIX, StaticFiles(directory=_SWAGGER_UI_DIR), name="swagger-ui-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{SWAGGER_UI_PREFIX}/swagger-ui-bundle.js",
+            swagger_css_url=f"{SWAGGER_UI_PREFIX}/swagger-ui.css",
+            swagger_favicon_url=f"{SWAGGER_UI_PREFIX}/favicon-32x32.png",
+            # the default validator badge would call validator.swagger.io
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+
 def create_app(settings: Settings) -> FastAPI:
     """Build the app for ``settings`` (nothing is opened until the lifespan starts)."""
     from faithjudge.api.routes import router  # the endpoints, which import the deps, not the app
@@ -81,16 +108,23 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
         try:
-            async with open_scorer(settings) as scorer, anyio.create_task_group() as group:
-                state.store, state.scorer = store, scorer
-                state.evaluator_info = describe_evaluator(scorer, settings)
+            async with open_scorers(settings) as scorers, anyio.create_task_group() as group:
+                scorer = next(iter(scorers.values()))
+                state.store, state.scorer, state.scorers = store, scorer, scorers
+                state.job_judges = {n: job_judge(n, s, settings) for n, s in scorers.items()}
+                state.evaluator_infos = {
+                    n: describe_evaluator(s, settings).model_copy(update={"judge": n})
+                    for n, s in scorers.items()
+                }
+                state.evaluator_info = next(iter(state.evaluator_infos.values()))
                 state.kb_info = knowledge_base_info(scorer)
                 if settings.workers:
                     state.worker = Worker(
                         store,
-                        scorer,
+                        scorers,
                         settings,
                         on_result=lambda r: state.metrics.observe(r, source="batch"),
+                        judge_health=state.judge_health,
                     )
                     group.start_soon(state.worker.run)
                 try:
@@ -99,6 +133,7 @@ def create_app(settings: Settings) -> FastAPI:
                     group.cancel_scope.cancel()
         finally:
             state.store = state.scorer = state.worker = None
+            state.scorers, state.job_judges, state.evaluator_infos = {}, {}, {}
             await store.close()
 
     app = FastAPI(
@@ -106,10 +141,13 @@ def create_app(settings: Settings) -> FastAPI:
         version=__version__,
         description=_description(),
         lifespan=lifespan,
+        docs_url=None,  # served by _install_docs from the packaged assets
+        redoc_url=None,  # ReDoc would load from a CDN; /docs documents the API
     )
     app.state.faithjudge = state
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     install_handlers(app)
+    _install_docs(app)
     app.include_router(router)
     app.add_middleware(
         BodyLimitMiddleware,

@@ -11,6 +11,7 @@ from faithjudge_client.bodies import (
     KnowledgeBaseInfo,
     LineRejection,
     ModificationCatalogue,
+    ProblemItem,
 )
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -19,7 +20,8 @@ from faithjudge.api.info import modification_catalogue
 from faithjudge.api.keys import KeyRing, is_loopback
 from faithjudge.api.problems import HttpProblem
 from faithjudge.api.prometheus import Metrics
-from faithjudge.jobs.interface import BatchRow, JobStore
+from faithjudge.jobs.interface import BatchRow, JobJudge, JobStore
+from faithjudge.jobs.judge_health import JudgeHealth
 from faithjudge.jobs.worker import Worker
 from faithjudge.pipeline import Scorer
 from faithjudge.settings import Settings
@@ -38,9 +40,30 @@ class AppState:
     store: JobStore | None = None
     scorer: Scorer | None = None
     worker: Worker | None = None
+    judge_health: JudgeHealth = field(default_factory=JudgeHealth)
     evaluator_info: EvaluatorInfo | None = None
     kb_info: KnowledgeBaseInfo | None = None
     catalogue: ModificationCatalogue = field(default_factory=modification_catalogue)
+    scorers: dict[str, Scorer] = field(default_factory=dict)
+    """The judges the service offers, by name, the default first (``scorer`` is the default)."""
+    job_judges: dict[str, JobJudge] = field(default_factory=dict)
+    """The same judges as a job records them."""
+    evaluator_infos: dict[str, EvaluatorInfo] = field(default_factory=dict)
+
+    def judge_named(self, name: str | None) -> str:
+        """The judge a request names (None: the default), or a 422 naming the offered ones."""
+        if not self.scorers:
+            raise HttpProblem(503, "the scorer is not ready")
+        if name is None:
+            return next(iter(self.scorers))
+        if name not in self.scorers:
+            offered = ", ".join(self.scorers)
+            raise HttpProblem(
+                422,
+                f"this service offers no judge {name!r}; it offers {offered}",
+                errors=[ProblemItem(field="judge", reason=f"one of {offered}")],
+            )
+        return name
 
 
 def app_state(request: Request) -> AppState:
@@ -76,7 +99,8 @@ def _tenant(
         )
     tenant = state.keys.tenant_for(credentials.credentials)
     if tenant is None:
-        raise HttpProblem(401, "unknown API key", headers=unauthorized)
+        why = "this API key was revoked" if state.keys.is_revoked(credentials.credentials) else ""
+        raise HttpProblem(401, why or "unknown API key", headers=unauthorized)
     return tenant
 
 
@@ -97,8 +121,12 @@ Tenant = Annotated[str, Depends(_tenant)]
 BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
 
 
-def rejections_of(row: BatchRow) -> list[LineRejection]:
-    return [LineRejection.model_validate(r) for r in orjson.loads(row.rejections)]
+async def rejections_of(store: JobStore, row: BatchRow) -> list[LineRejection]:
+    """Every line the upload rejected: the row lists the first ones, the store keeps them all."""
+    listed = orjson.loads(row.rejections)
+    if row.rejected_count > len(listed):
+        listed = [orjson.loads(r) for r in await store.rejections(row.id)]
+    return [LineRejection.model_validate(r) for r in listed]
 
 
 async def tenant_batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:

@@ -58,6 +58,7 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         401: "Missing or wrong API key.",
         404: "No such batch for this tenant.",
+        408: "The upload was too slow (upload_read_timeout_s, upload_min_bytes_per_s).",
         409: "Idempotency-Key reused with a different body; or, on /v1/score, a service "
         "that judges through the provider's Batch API.",
         413: "Body, line count or line too large.",

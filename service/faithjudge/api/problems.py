@@ -28,6 +28,7 @@ from faithjudge.jobs.ingest import (
     TooManyActiveBatches,
 )
 from faithjudge.jobs.interface import StoreUnavailable
+from faithjudge.jsonl import describe_json_error, field_problems
 
 __all__ = ["HttpProblem", "install_handlers", "problem_response"]
 
@@ -88,12 +89,14 @@ _USER_ERROR_STATUS: tuple[tuple[type[UserInputError], int], ...] = (
 )
 
 
-def _validation_items(errors: Any) -> list[ProblemItem]:
-    items = []
-    for error in list(errors)[:50]:
-        loc = [str(p) for p in error.get("loc", ()) if p != "body"]
-        items.append(ProblemItem(field=".".join(loc) or None, reason=str(error.get("msg", ""))))
-    return items
+def _validation_items(errors: Any, body: Any) -> list[ProblemItem]:
+    errors = list(errors)
+    if any(error.get("type") == "json_invalid" for error in errors):
+        # the location of a decode error is a character offset, not a field: say what the
+        # CLI and a batch upload say of the same text
+        text = body if isinstance(body, str | bytes) else ""
+        return [ProblemItem(reason=describe_json_error(text))]
+    return [ProblemItem(field=f, reason=r) for f, r in field_problems(errors)[:50]]
 
 
 def _leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
@@ -139,8 +142,8 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        items = _validation_items(exc.errors())
-        detail = "; ".join(f"{i.field or 'body'}: {i.reason}" for i in items[:5])
+        items = _validation_items(exc.errors(), exc.body)
+        detail = "; ".join(f"{i.field}: {i.reason}" if i.field else i.reason for i in items[:5])
         return problem_response(request, 422, detail or "invalid request", errors=items)
 
     @app.exception_handler(UserInputError)

@@ -1,12 +1,16 @@
 """Request bodies as bounded streams: NDJSON as it arrives, or the ``file`` part of a multipart
-upload parsed on the fly (nothing is spooled), and a size limit enforced while reading.
+upload parsed on the fly (nothing is spooled), with a size limit and a read deadline enforced
+while reading.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from faithjudge_client.bodies import NDJSON
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -16,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faithjudge.api.problems import HttpProblem
 
-__all__ = ["BodyLimitMiddleware", "batch_body"]
+__all__ = ["BodyLimitMiddleware", "ReadDeadline", "batch_body"]
 
 _NDJSON_TYPES = frozenset({NDJSON, "application/jsonl", "application/jsonlines", "text/plain"})
 
@@ -25,15 +29,50 @@ def _too_large(limit: int) -> HttpProblem:
     return HttpProblem(413, f"the request body exceeds {limit} bytes")
 
 
-async def _limited(request: Request, limit: int) -> AsyncIterator[bytes]:
+@dataclass(frozen=True, slots=True)
+class ReadDeadline:
+    """How slowly an upload may arrive: ``idle_s`` at most without a byte, and, once the body
+    has taken longer than that, ``min_bytes_per_s`` on average (0: no rate check)."""
+
+    idle_s: float
+    min_bytes_per_s: int = 0
+
+
+def _too_slow(detail: str) -> HttpProblem:
+    # the body is left unread: the connection cannot carry another request
+    return HttpProblem(408, detail, headers={"Connection": "close"})
+
+
+async def _limited(
+    request: Request, limit: int, deadline: ReadDeadline | None = None
+) -> AsyncIterator[bytes]:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     size = 0
-    async for chunk in request.stream():
+    started = time.monotonic()
+    idle_s = deadline.idle_s if deadline is not None else None
+    chunks = request.stream().__aiter__()
+    while True:
+        try:
+            with anyio.fail_after(idle_s):
+                chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise _too_slow(
+                f"the upload sent nothing for {idle_s:g} s (upload_read_timeout_s)"
+            ) from None
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)
+        if deadline is not None and deadline.min_bytes_per_s:
+            elapsed = time.monotonic() - started
+            if elapsed > deadline.idle_s and size < deadline.min_bytes_per_s * elapsed:
+                raise _too_slow(
+                    f"the upload averaged {size / elapsed:.0f} bytes/s, under the "
+                    f"{deadline.min_bytes_per_s} bytes/s required (upload_min_bytes_per_s)"
+                )
         if chunk:
             yield chunk
 
@@ -107,18 +146,21 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
         raise HttpProblem(422, "the multipart body has no 'file' field")
 
 
-def batch_body(request: Request, limit: int) -> AsyncIterator[bytes]:
-    """The JSONL bytes of a batch upload, whatever its content type; 415 for others."""
+def batch_body(
+    request: Request, limit: int, *, deadline: ReadDeadline | None = None
+) -> AsyncIterator[bytes]:
+    """The JSONL bytes of a batch upload, whatever its content type; 415 for others, 408 for
+    a body slower than ``deadline``."""
     content_type = request.headers.get("content-type", "")
     media, options = parse_options_header(content_type)
     media_type = media.decode("latin-1").lower()
     if media_type in _NDJSON_TYPES:
-        return _limited(request, limit)
+        return _limited(request, limit, deadline)
     if media_type == "multipart/form-data":
         boundary = options.get(b"boundary")
         if not boundary:
             raise HttpProblem(422, "multipart/form-data without a boundary")
-        return _multipart_file(_limited(request, limit), boundary)
+        return _multipart_file(_limited(request, limit, deadline), boundary)
     raise HttpProblem(
         415,
         f"unsupported content type {media_type or '(none)'!r}: send {NDJSON} or "

@@ -11,7 +11,8 @@ the audit itself, so lines go through two paths that accept exactly the same lin
   accepts it (the record is kept) or names the offending field. Pydantic is the authority, so
   the result equals validating every line with the model (property tests check this).
 
-Errors are collected over the whole file and raised once, naming ``file:line: field: why``.
+Errors are collected over the whole file and raised once, naming ``file:line: field: why``, or
+handed back to the caller as the audit's input errors while the good lines are audited.
 Cross-record checks (duplicates, missing originals, gold letters) are ``consistency``'s job.
 """
 
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 
 from faithjudge.audits.records import MAX_OUTPUT_CHARS, MAX_SHORT_CHARS, AnswerRecord, ItemMeta
 from faithjudge.errors import UserInputError
-from faithjudge.jsonl import numbered_lines
+from faithjudge.jsonl import describe_json_error, numbered_lines
 from faithjudge.scoring.modifications import lookup_modification
 
 __all__ = [
@@ -172,10 +173,10 @@ def _fast(raws: list[bytes]) -> tuple[np.ndarray, pd.DataFrame]:
 # ---------------------------------------------------------------- slow path (the authority)
 
 
-def _describe(exc: ValidationError) -> tuple[str | None, str]:
+def _describe(exc: ValidationError, raw: bytes) -> tuple[str | None, str]:
     errors = exc.errors(include_url=False)
     if errors and errors[0]["type"] == "json_invalid":
-        return None, f"not valid JSON ({errors[0]['msg']})"
+        return None, describe_json_error(raw)
     parts, first = [], None
     for error in errors[:5]:
         where = ".".join(str(p) for p in error["loc"]) or None
@@ -193,7 +194,7 @@ def _slow(raw: bytes, line: int) -> dict[str, Any] | LineProblem:
     try:
         record = AnswerRecord.model_validate_json(raw)
     except ValidationError as exc:
-        where, why = _describe(exc)
+        where, why = _describe(exc, raw)
         return LineProblem(line, where, why)
     row = record.model_dump(exclude={"metadata"})
     row.update(record.metadata.model_dump())
@@ -246,23 +247,31 @@ def _finish(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def parse_lines(
-    lines: Iterable[tuple[int, bytes]], *, source: str = "<records>", fast: bool = True
+    lines: Iterable[tuple[int, bytes]],
+    *,
+    source: str = "<records>",
+    fast: bool = True,
+    problems: list[LineProblem] | None = None,
 ) -> pd.DataFrame:
     """Validate numbered JSONL lines into the record table (one row per line, ``COLUMNS``).
 
-    ``fast=False`` sends every line through the pydantic model (the reference path).
+    ``fast=False`` sends every line through the pydantic model (the reference path). With a
+    ``problems`` list, bad lines are appended to it and left out of the table instead of raised.
 
     Raises:
-        AuditInputError: any line is not a valid answer record (all bad lines are collected).
+        AuditInputError: without ``problems``, any line that is not a valid answer record (all
+            bad lines are collected).
     """
     frames: list[pd.DataFrame] = []
-    problems: list[LineProblem] = []
+    bad_lines: list[LineProblem] = []
     for chunk in _chunks(lines):
         table, bad = _chunk_frame(chunk, fast)
         frames.append(table)
-        problems.extend(bad)
-    if problems:
-        raise AuditInputError(source=source, problems=problems)
+        bad_lines.extend(bad)
+    if bad_lines and problems is None:
+        raise AuditInputError(source=source, problems=bad_lines)
+    if problems is not None:
+        problems.extend(bad_lines)
     return _finish(frames)
 
 
@@ -302,11 +311,19 @@ def _converted(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]
         yield number, orjson.dumps(record_from_request(data))
 
 
-def load_records(path: Path, *, fast: bool = True, from_requests: bool = False) -> pd.DataFrame:
+def load_records(
+    path: Path,
+    *,
+    fast: bool = True,
+    from_requests: bool = False,
+    problems: list[LineProblem] | None = None,
+) -> pd.DataFrame:
     """Read and validate an answer-record JSONL file (see ``parse_lines``).
 
     ``from_requests`` reads the sidecar's ScoreRequest lines instead and turns each into an
-    answer record first (``faithjudge.audits.from_requests``); line numbers stay those of the file.
+    answer record first (``faithjudge.audits.from_requests``); line numbers stay those of the
+    file. With a ``problems`` list, bad lines are collected there (the audit's input errors) and
+    the others audited; a file without one good record is still an error naming them all.
 
     Raises:
         AuditInputError: bad lines (named ``file:line: field: why``), or no record at all.
@@ -317,10 +334,15 @@ def load_records(path: Path, *, fast: bool = True, from_requests: bool = False) 
     lines = _file_lines(path)
     if from_requests:
         lines = _converted(lines)
-    table = parse_lines(lines, source=str(path), fast=fast)
+    bad: list[LineProblem] = []
+    table = parse_lines(lines, source=str(path), fast=fast, problems=bad)
     if table.empty:
         raise AuditInputError(
             source=str(path),
-            problems=[LineProblem(0, None, "the file holds no answer record")],
+            problems=bad or [LineProblem(0, None, "the file holds no answer record")],
         )
+    if bad and problems is None:
+        raise AuditInputError(source=str(path), problems=bad)
+    if problems is not None:
+        problems.extend(bad)
     return table

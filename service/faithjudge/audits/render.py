@@ -11,9 +11,10 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from faithjudge.audits.load import MAX_REPORTED_ERRORS, LineProblem
 from faithjudge.markup import bar_chart_svg, fmt_pct, html_table, md_escape
 
-__all__ = ["audit_html", "audit_html_section", "audit_markdown"]
+__all__ = ["audit_html", "audit_html_section", "audit_markdown", "with_input_errors"]
 
 Table = tuple[str, list[str], list[list[str]]]
 
@@ -293,9 +294,32 @@ def _md_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) 
     return [*lines, ""]
 
 
+def with_input_errors(report: dict[str, Any], problems: Sequence[LineProblem]) -> dict[str, Any]:
+    """The report with the lines that could not be read, by line number: ``input_errors`` in
+    its summary (their count, as every report names them) and each line in ``input_errors``."""
+    summary = {**report["summary"], "input_errors": len(problems)}
+    listed = [{"line": p.line, "field": p.field, "message": p.message} for p in problems]
+    return {**report, "summary": summary, "input_errors": listed}
+
+
+def _input_errors(report: dict[str, Any], esc: Callable[[Any], str]) -> list[str]:
+    listed = report.get("input_errors") or []
+    shown = [
+        f"line {esc(p['line'])}: {esc(p['field']) + ': ' if p['field'] else ''}{esc(p['message'])}"
+        for p in listed[:MAX_REPORTED_ERRORS]
+    ]
+    if len(listed) > len(shown):
+        shown.append(f"... and {len(listed) - len(shown)} more")
+    return shown
+
+
 def audit_markdown(report: dict[str, Any]) -> str:
     """The audit report as Markdown."""
     lines = ["# FaithJudge grounding audit", ""]
+    errors = _input_errors(report, md_escape)
+    if errors:
+        lines += [f"## Input errors ({len(report['input_errors'])} line(s) not audited)", ""]
+        lines += [f"- {line}" for line in errors] + [""]
     for note in _skipped(report):
         lines.append(f"- skipped {md_escape(note)}")
     if _skipped(report):
@@ -323,6 +347,13 @@ def _html_escape(value: Any) -> str:
 def audit_html_section(report: dict[str, Any]) -> str:
     """The audit as one ``<section>`` (tables plus bar charts), to embed in a page."""
     parts = ['<section class="audit"><h2>Grounding audit</h2>']
+    errors = _input_errors(report, _html_escape)
+    if errors:
+        parts.append(
+            f"<h3>Input errors ({len(report['input_errors'])} line(s) not audited)</h3><ul>"
+            + "".join(f"<li>{line}</li>" for line in errors)
+            + "</ul>"
+        )
     for note in _skipped(report):
         parts.append(f"<p>skipped {_html_escape(note)}</p>")
     for title, header, rows in _tables(report, _html_escape):

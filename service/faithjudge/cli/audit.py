@@ -70,9 +70,9 @@ def audit_command(
 
     from faithjudge.audits.conditions import FRAMEWORKS
     from faithjudge.audits.consistency import prepare
-    from faithjudge.audits.load import load_records
+    from faithjudge.audits.load import MAX_REPORTED_ERRORS, LineProblem, load_records
     from faithjudge.audits.lotfinia import LotfiniaConfig
-    from faithjudge.audits.render import audit_html, audit_markdown
+    from faithjudge.audits.render import audit_html, audit_markdown, with_input_errors
     from faithjudge.audits.report import AuditOptions, run_audit
     from faithjudge.audits.zafar import ZafarConfig
     from faithjudge.reports.io import write_text
@@ -87,8 +87,16 @@ def audit_command(
         zafar=ZafarConfig(reference_model=reference_model),
     ).with_resampling(seed=seed, B=bootstrap)
     try:
-        table = prepare(load_records(records, from_requests=from_requests), source=str(records))
+        bad: list[LineProblem] = []
+        loaded = load_records(records, from_requests=from_requests, problems=bad)
+        table = prepare(loaded, source=str(records))
         report = run_audit(table, options)
+        if bad:
+            # a bad line is named and counted, never a reason to audit nothing
+            report = with_input_errors(report, bad)
+            shown = "\n".join(p.render(str(records)) for p in bad[:MAX_REPORTED_ERRORS])
+            err.print(f"{records}: {len(bad)} unreadable answer record line(s), counted as "
+                      f"input errors:\n{shown}", highlight=False, markup=False)  # fmt: skip
         if json_out is not None:
             write_text(json_out, json.dumps(report, indent=2, allow_nan=False))
         if md is not None:

@@ -43,10 +43,20 @@ def version() -> None:
 
 @app.command()
 def score(
-    input_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="ScoreRequest lines.")],
+    input_path: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="IN.jsonl",
+            help="ScoreRequest lines (or input in --config).",
+            show_default=False,
+        ),
+    ] = None,
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Result lines (appended; resumable).")
-    ],
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Result lines (appended; resumable; or output in --config)."
+        ),
+    ] = None,
     evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Evaluator calls in flight.")
@@ -61,8 +71,35 @@ def score(
     cancel: Annotated[
         bool, typer.Option("--cancel", help="openai-batch: cancel the run's open batches.")
     ] = False,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Score again, in place, the lines whose result is an input error or a "
+            "transport failure (read from IN, fixed); every other result line is kept as it is.",
+        ),
+    ] = False,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="A smoke run: score the first N lines only.")
+    ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option(min=1, help="A smoke run: score N lines drawn by --seed, by modification."),
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="The seed of --sample.")] = 0,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A TOML file whose score table sets IN, --output and the options above "
+            "(options given here win); the gate's tables may sit beside it.",
+        ),
+    ] = None,
 ) -> None:
     """Score every line of IN.jsonl into OUTPUT, skipping lines OUTPUT already holds.
+
+    After fixing lines that came out as input errors, or once a judge that was down is back,
+    --retry-failed scores those lines again and keeps every other result.
 
     Exit 0 when every line has a result and at least one grade is valid; 3 when the run could
     not start or the judge is unreachable; 4 when not one grade is valid (empty input, no
@@ -78,7 +115,25 @@ def score(
     from faithjudge.errors import FaithJudgeError
     from faithjudge.event_loop import run_async
 
+    if limit is not None and sample is not None:
+        raise typer.BadParameter("--limit and --sample cannot be combined: choose one")
     try:
+        if config is not None:
+            from faithjudge.cli.score_config import load_score_config
+
+            table = load_score_config(config)
+            input_path = input_path or table.input
+            output = output or table.output
+            evaluator = evaluator or table.evaluator
+            concurrency = concurrency or table.concurrency
+            cache = table.cache if cache is None else cache
+            data_dir = data_dir or table.data_dir
+            prompt_set = prompt_set or table.prompt_set
+            knowledge_base = knowledge_base or table.knowledge_base
+        if input_path is None:
+            raise typer.BadParameter("IN.jsonl is required (or `input` in --config's [score])")
+        if output is None:
+            raise typer.BadParameter("--output is required (or `output` in --config's [score])")
         settings = settings_from(
             evaluator=evaluator,
             concurrency=concurrency,
@@ -91,11 +146,16 @@ def score(
             raise FaithJudgeError(f"input file not found: {input_path}")
         if cancel and not cli_batch.is_batch_route(settings):
             raise FaithJudgeError("--cancel applies to the openai-batch:MODEL evaluator only")
-        summary, batch = run_async(_run_score, settings, input_path, output, progress, cancel)
+        if (limit or sample) and cli_batch.is_batch_route(settings):
+            raise FaithJudgeError("--limit and --sample apply to live evaluators, not openai-batch")
+        lines = _selected_lines(input_path, limit, sample, seed)
+        summary, batch = run_async(
+            _run_score, settings, input_path, output, progress, cancel, retry_failed, lines
+        )
     except FaithJudgeError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
-        if cli_batch.is_batch_route(settings):
+        if cli_batch.is_batch_route(settings) and input_path is not None:
             cli_batch.leave_or_cancel(settings, input_path)
         exit_with(
             ExitCode.STOPPED,
@@ -106,6 +166,11 @@ def score(
     if summary is None:  # --cancel: the batches were cancelled, nothing was scored
         return
     _print_summary(summary, output)
+    if summary.retried:
+        err.print(f"{summary.retried} failed lines scored again; the other results kept")
+    if summary.left_out:
+        chosen = summary.total_lines
+        err.print(f"a smoke run: {chosen} of {chosen + summary.left_out} lines selected")
     code, why = score_verdict(summary)
     if code != ExitCode.OK:
         exit_with(code, why)
@@ -126,25 +191,52 @@ def score_verdict(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
     return ExitCode.OK, None
 
 
+def _selected_lines(
+    input_path: Path, limit: int | None, sample: int | None, seed: int
+) -> frozenset[int] | None:
+    """The line numbers of a smoke run (--limit, --sample), or None for every line."""
+    from faithjudge.runners.selection import first_lines, sample_lines
+
+    if limit is not None:
+        return first_lines(input_path, limit)
+    if sample is not None:
+        return sample_lines(input_path, sample, seed)
+    return None
+
+
 async def _run_score(
-    settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
+    settings: Settings,
+    input_path: Path,
+    output: Path,
+    show_progress: bool,
+    cancel: bool,
+    retry_failed: bool = False,
+    lines: frozenset[int] | None = None,
 ) -> tuple[ScoreFileSummary | None, BatchReport | None]:
     from faithjudge.output_lock import hold_output
 
     # one writer per output, for both phases of the batch route too
     with hold_output(output):
-        return await _score_holding_output(settings, input_path, output, show_progress, cancel)
+        return await _score_holding_output(
+            settings, input_path, output, show_progress, cancel, retry_failed, lines
+        )
 
 
 async def _score_holding_output(
-    settings: Settings, input_path: Path, output: Path, show_progress: bool, cancel: bool
+    settings: Settings,
+    input_path: Path,
+    output: Path,
+    show_progress: bool,
+    cancel: bool,
+    retry_failed: bool = False,
+    lines: frozenset[int] | None = None,
 ) -> tuple[ScoreFileSummary | None, BatchReport | None]:
     from faithjudge.jsonl import count_lines
     from faithjudge.progress import progress_bar
     from faithjudge.runners.file_runner import score_file
     from faithjudge.runtime import open_scorer
 
-    total = count_lines(input_path)
+    total = count_lines(input_path) if lines is None else len(lines)
     async with open_scorer(settings, fail_fast=True) as scorer:
         batch = None
         if cli_batch.is_batch_route(settings):
@@ -163,6 +255,8 @@ async def _score_holding_output(
                 output,
                 concurrency=settings.concurrency,
                 progress=lambda n: bar.advance(task, n),
+                retry_failed=retry_failed,
+                lines=lines,
             )
             return summary, batch
 
@@ -171,14 +265,16 @@ def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
     from faithjudge_client.metric_catalogue import label_of
     from rich.table import Table
 
-    from faithjudge.scoring.outcomes import JUDGED, NOT_JUDGED
+    from faithjudge.scoring.outcomes import JUDGED, LINE_PROBLEMS, NOT_JUDGED, line_problem_counts
 
     table = Table(title=f"{summary.scored} lines scored -> {output}", show_header=True)
     table.add_column("lines")
     table.add_column("count", justify="right")
     table.add_row("read", str(summary.total_lines))
     table.add_row("already in output (skipped)", str(summary.skipped))
-    table.add_row("input errors", str(summary.input_errors))
+    # named and counted as the reports, the gate, submit and the batch status do
+    for outcome, lines in line_problem_counts(summary.outcomes).items():
+        table.add_row(f"{LINE_PROBLEMS[outcome]} (not judged)", str(lines))
     table.add_row("answers outside the options (CF still graded)", str(summary.answers_off_options))
     for asked_in, lines in sorted(summary.response_formats.items()):
         table.add_row(f"judge asked in response format {asked_in}", str(lines))
@@ -203,7 +299,9 @@ def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
 
 
 def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
-    parts = [f"{outcome} {counts[outcome]}" for outcome in outcomes if counts[outcome]]
+    from faithjudge.scoring.outcomes import LINE_PROBLEMS
+
+    parts = [f"{LINE_PROBLEMS.get(o, o)} {counts[o]}" for o in outcomes if counts[o]]
     return ", ".join(parts) or "0"
 
 
@@ -278,6 +376,10 @@ cli_batch.register(app)  # judge-requests export / import
 from faithjudge.cli import check_judge as cli_check_judge  # noqa: E402 - registers check-judge on the app above
 
 cli_check_judge.register(app)
+
+from faithjudge.cli import kb as cli_kb  # noqa: E402 - registers kb check and kb template on the app above
+
+cli_kb.register(app)
 
 
 def main() -> None:

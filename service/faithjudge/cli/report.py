@@ -2,16 +2,18 @@
 
 Registered on the main app by ``register(app)``. Exit codes (``faithjudge.cli.common.ExitCode``):
 ``gate`` exits 0 pass, 1 a quality or regression check failed, 2 a coverage check failed, 3 the
-run could not be evaluated (unreadable or malformed file, bad configuration or one that sets no
+run could not be evaluated (a missing or unreadable file, bad configuration or one that sets no
 check, a baseline that shares no item, or a mistyped command line: click's usage errors would
 otherwise exit with 2 and read as a coverage failure), 4 the file holds no result line or not
 one valid grade. ``report`` applies the same rule for 3 and 4 (``_input_problem``): it still
-writes what it was asked for, then exits with that code. The report libraries are imported when
-a command runs, not when the CLI starts.
+writes what it was asked for, then exits with that code. A line either command cannot read is
+named on stderr and counted as an input error, never a reason to write nothing. The report
+libraries are imported when a command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -24,6 +26,7 @@ from faithjudge.reports.limits import LISTED_ITEMS
 if TYPE_CHECKING:
     import pandas as pd
 
+    from faithjudge.reports.explorer import ItemDetails
     from faithjudge.reports.judges import JudgeTally
 
 __all__ = ["gate_command", "register", "report_command"]
@@ -32,15 +35,31 @@ __all__ = ["gate_command", "register", "report_command"]
 _Problem = tuple[ExitCode, str]
 
 
-def _load(path: Path, quote_rows: int = 0, judges: JudgeTally | None = None) -> pd.DataFrame:
-    """The item table of ``path``; ``judges`` counts the lines' judges in the same pass."""
-    from faithjudge.reports.io import iter_results
+def _load(
+    path: Path,
+    quote_rows: int = 0,
+    judges: JudgeTally | None = None,
+    details: ItemDetails | None = None,
+) -> pd.DataFrame:
+    """The item table of ``path``; ``judges`` counts the lines' judges in the same pass, and
+    ``details`` keeps what the HTML report shows of the first lines.
+
+    A line that is not a result line is an input error of the table (named on stderr), never a
+    reason to report nothing.
+    """
+    from faithjudge.reports.io import iter_results, summarize_problems
     from faithjudge.reports.table import item_table
 
     if not path.is_file():
         raise FaithJudgeError(f"result file not found: {path}")
-    results = iter_results(path)
-    return item_table(results if judges is None else judges.watch(results), quote_rows=quote_rows)
+    problems: list[str] = []
+    results = iter_results(path, problems)
+    if details is not None:
+        results = details.watch(results)
+    items = item_table(results if judges is None else judges.watch(results), quote_rows=quote_rows)
+    if problems:
+        err.print(summarize_problems(path, "result", problems), highlight=False, markup=False)
+    return items
 
 
 def _nothing_scored(results: Path, items: pd.DataFrame) -> _Problem | None:
@@ -93,8 +112,9 @@ def report_command(
     """Aggregates, coverage and (with --compare) paired differences of one run."""
     import json
 
+    from faithjudge.reports.explorer import ItemDetails, listed_keys, read_request_views
     from faithjudge.reports.export import export_items
-    from faithjudge.reports.io import read_cots, write_text
+    from faithjudge.reports.io import summarize_problems, write_text
     from faithjudge.reports.judges import JudgeTally
     from faithjudge.reports.render_html import report_html
     from faithjudge.reports.render_md import report_markdown
@@ -104,7 +124,8 @@ def report_command(
         read = [path for path in (results, compare, requests) if path is not None]
         check_outputs(read, [html, md, json_out, csv])
         judges = JudgeTally()
-        items = _load(results, quote_rows=max_items, judges=judges)
+        details = ItemDetails(max_items) if html is not None else None
+        items = _load(results, quote_rows=max_items, judges=judges, details=details)
         baseline = _load(compare) if compare is not None else None
         if flip_rate not in ("pairs", "decided"):
             raise typer.BadParameter("use pairs or decided", param_hint="--flip-rate")
@@ -112,8 +133,17 @@ def report_command(
                               flip_rate=flip_rate, judges=judges.summary())  # fmt: skip
         problem = _input_problem(results, items, compare, report.comparison_counts)
         if html is not None:
-            cots = read_cots(requests) if requests is not None else None
-            write_text(html, report_html(report, cots=cots, max_items=max_items))
+            # ground truths, baseline answers and CoTs of the listed items only
+            views = None
+            if requests is not None:
+                # a missing file stops before anything is written, a bad line does not
+                views = read_request_views(requests, listed_keys(items, max_items))
+                if views.problems:
+                    err.print(summarize_problems(requests, "request", views.problems),
+                              highlight=False, markup=False)  # fmt: skip
+            rows = details.rows if details is not None else None
+            page = report_html(report, requests=views, details=rows, max_items=max_items)
+            write_text(html, page)
         if md is not None:
             write_text(md, report_markdown(report))
         if json_out is not None:
@@ -149,9 +179,12 @@ def gate_command(
     from faithjudge.reports.render_md import gate_markdown
     from faithjudge.reports.report import build_report
 
+    read = [path for path in (results, config, baseline) if path is not None]
     try:
-        read = [path for path in (results, config, baseline) if path is not None]
         check_outputs(read, [junit, md])
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    try:
         settings = gating.load_config(config)
         kinds = gating.configured_kinds(settings)
         if baseline is None and kinds == {"regression"}:
@@ -163,7 +196,7 @@ def gate_command(
         items = _load(results, judges=judges)
         problem = _nothing_scored(results, items)
         if problem is not None:
-            raise fail(problem[1], problem[0])
+            raise _unevaluable(problem[1], problem[0], junit, md)
         base = _load(baseline) if baseline is not None else None
         if "regression" in kinds and base is None:
             err.print("\\[regression] thresholds set but no --baseline: not checked")
@@ -178,18 +211,33 @@ def gate_command(
         )
         problem = _nothing_shared(baseline, report.comparison_counts)
         if problem is not None:
-            raise fail(problem[1], problem[0])
-        checks = gating.evaluate(report, settings)
-        code = gating.exit_code(checks)
-        summary = gate_markdown(checks, code, report)
+            raise _unevaluable(problem[1], problem[0], junit, md)
+        # one verdict: the header, the Markdown, the JUnit file and the exit code all read it
+        verdict = gating.verdict(gating.evaluate(report, settings))
+        summary = gate_markdown(verdict, report)
         if junit is not None:
-            write_text(junit, junit_xml(checks, judges=report.judges))
+            write_text(junit, junit_xml(verdict, judges=report.judges))
         if md is not None:
             write_text(md, summary)
     except FaithJudgeError as exc:
-        raise fail(exc) from None
+        raise _unevaluable(exc, ExitCode.UNEVALUABLE, junit, md) from None
     typer.echo(summary, nl=False)
-    raise typer.Exit(code)
+    raise typer.Exit(verdict.code)
+
+
+def _unevaluable(reason: object, code: ExitCode, junit: Path | None, md: Path | None) -> typer.Exit:
+    """The exit of a gate that cannot judge the run (3 or 4), after writing its JUnit file
+    and Markdown summary all the same: a CI step that uploads them shows why it failed."""
+    from faithjudge.reports.io import write_text
+    from faithjudge.reports.junit import junit_unevaluable
+
+    with contextlib.suppress(FaithJudgeError):  # the exit names the first problem, not this
+        if junit is not None:
+            write_text(junit, junit_unevaluable(str(reason), int(code)))
+        if md is not None:
+            text = str(reason).replace("\n", "\n    ")
+            write_text(md, f"# FaithJudge gate: NOT EVALUATED (exit {int(code)})\n\n    {text}\n")
+    return fail(reason, code)
 
 
 def register(app: typer.Typer) -> None:

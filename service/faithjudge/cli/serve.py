@@ -1,4 +1,4 @@
-"""``faithjudge serve`` (the REST service) and ``faithjudge keys create`` (API keys).
+"""``faithjudge serve`` (the REST service) and ``faithjudge keys create|list|revoke`` (API keys).
 
 Registered on the main app by ``register(app)``. Without any API key the service answers
 everyone as one tenant, so it binds to loopback only; binding elsewhere without keys is refused
@@ -55,6 +55,13 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
     evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
+    evaluators: Annotated[
+        str | None,
+        typer.Option(
+            help="Offer several judges, comma-separated (lexicon:v1,openai:MODEL); the first "
+            "is the default. Each job keeps the judge it was uploaded under."
+        ),
+    ] = None,
     data_dir: Annotated[
         Path | None, typer.Option(help="Cache, SQLite job store and keys file.")
     ] = None,
@@ -86,6 +93,8 @@ def serve(
             host=host,
             port=port,
             evaluator=evaluator,
+            # --evaluator alone means that judge alone, whatever FAITHJUDGE_EVALUATORS says
+            evaluators="" if evaluator is not None and evaluators is None else evaluators,
             data_dir=data_dir,
             database_url=database_url,
             concurrency=concurrency,
@@ -141,6 +150,54 @@ def keys_create(
         raise fail(exc) from None
     err.print(f"key for tenant {tenant!r} added to {settings.keys_path} (store it now)")
     typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(
+    data_dir: Annotated[Path | None, typer.Option(help="Where api_keys.json lives.")] = None,
+    keys_file: Annotated[Path | None, typer.Option(help="The keys file to read.")] = None,
+) -> None:
+    """List the keys of the keys file: id, prefix, tenant, created, revoked (never a key)."""
+    from faithjudge.api.keys import list_keys
+
+    try:
+        settings = settings_from(data_dir=data_dir, api_keys_file=keys_file)
+        keys = list_keys(settings.keys_path)
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    if not keys:
+        err.print(f"no keys in {settings.keys_path}")
+    rows = [("id", "prefix", "tenant", "created", "revoked")]
+    rows += [
+        (k.id, k.prefix or "-", k.tenant, k.created_at or "-", k.revoked_at or "-") for k in keys
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows if keys else ():
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    if settings.api_keys is not None:
+        err.print("keys given in FAITHJUDGE_API_KEYS are not in the file and not listed")
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The id `keys list` shows.")],
+    data_dir: Annotated[Path | None, typer.Option(help="Where api_keys.json lives.")] = None,
+    keys_file: Annotated[Path | None, typer.Option(help="The keys file to change.")] = None,
+) -> None:
+    """Revoke a key: the service refuses it (401) from its next read of the keys file."""
+    from faithjudge.api.keys import revoke_key
+
+    try:
+        settings = settings_from(data_dir=data_dir, api_keys_file=keys_file)
+        info, now = revoke_key(settings.keys_path, key_id)
+    except FaithJudgeError as exc:
+        raise fail(exc) from None
+    if now:
+        err.print(f"key {info.id} of tenant {info.tenant!r} revoked in {settings.keys_path}")
+    else:
+        err.print(
+            f"key {info.id} of tenant {info.tenant!r} was already revoked ({info.revoked_at})"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -66,6 +66,13 @@ def submit_command(
         typer.Option("--report-html", help="Write the batch's HTML report here (needs --wait)."),
     ] = None,
     name: Annotated[str | None, typer.Option(help="A name for the batch.")] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            help="The judge to score with, one the server offers (GET /v1/config); "
+            "default: the server's first."
+        ),
+    ] = None,
     timeout: Annotated[
         float | None, typer.Option(min=0, help="Give up waiting after this many seconds.")
     ] = None,
@@ -82,8 +89,12 @@ def submit_command(
         if not _has_a_line(input_path):
             raise fail(f"{input_path} holds no request line: nothing was scored", _NOTHING)
         with FaithJudgeClient(server, api_key) as client:
-            final = _submit(client, input_path, name, wait, output, report_html, timeout, progress)
+            final = _submit(
+                client, input_path, name, judge, wait, output, report_html, timeout, progress
+            )
     except ValidationFailed as exc:
+        if exc.errors and all(item.field == "judge" for item in exc.errors):
+            raise fail(exc.detail) from None  # a judge the server does not offer: usage
         _print_rejections(exc.errors, accepted=0)
         raise fail(exc.detail, _NOTHING) from None
     except WaitTimeout as exc:
@@ -123,6 +134,7 @@ def _submit(
     client: FaithJudgeClient,
     input_path: Path,
     name: str | None,
+    judge: str | None,
     wait: bool,
     output: Path | None,
     report_html: Path | None,
@@ -131,10 +143,11 @@ def _submit(
 ) -> BatchStatus | None:
     from faithjudge.progress import progress_bar
 
-    accepted = client.submit(input_path, name=name)
+    accepted = client.submit(input_path, name=name, judge=judge)
+    judged_by = f" (judge {escape(accepted.judge)})" if accepted.judge else ""
     err.print(
         f"batch [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
-        f"{len(accepted.rejected)} rejected"
+        f"{accepted.rejected_total} rejected{judged_by}"
     )
     _print_rejections(accepted.rejected, accepted=accepted.accepted)
     typer.echo(accepted.id)
@@ -185,6 +198,8 @@ def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accept
 def _print_status(status: BatchStatus) -> None:
     from rich.table import Table
 
+    from faithjudge.scoring.outcomes import LINE_PROBLEMS
+
     table = Table(title=f"batch {status.status}", show_header=True)
     table.add_column("outcome")
     table.add_column("count", justify="right")
@@ -193,9 +208,12 @@ def _print_status(status: BatchStatus) -> None:
     table.add_row("lines rejected", str(status.rejected))
     for key, count in sorted(status.counts.items()):
         # ``error`` counts lines that could not be scored at all; the rest count metric grades
-        table.add_row("lines with an error" if key == "error" else f"metric {key}", str(count))
+        label = "lines with an error" if key == "error" else f"metric {key.replace('_', ' ')}"
+        table.add_row(label, str(count))
     for stage, count in sorted(status.failure_stages.items()):
-        table.add_row(f"failure: {stage}", str(count))
+        # KB misses and input errors go by the names ``score`` and the reports give them
+        named = LINE_PROBLEMS.get(stage)
+        table.add_row(f"{named} (not judged)" if named else f"failure: {stage}", str(count))
     if status.detail:
         table.caption = escape(status.detail)  # e.g. the Batch API phase's totals
     err.print(table)

@@ -131,6 +131,12 @@ def validate_judge_command(
             if name in judges:
                 raise UserInputError(f"--judge: the name {name!r} is given twice", field="judge")
             judges[name] = load_judge_results(path)
+            unreadable = judges[name].attrs["unreadable_lines"]
+            if unreadable:
+                # counted as input errors of the judge, as ``score`` would have written them
+                shown = "\n".join(unreadable[:20])
+                err.print(f"{path}: {len(unreadable)} unreadable result line(s), counted as "
+                          f"input errors:\n{shown}", highlight=False, markup=False)  # fmt: skip
         report = (
             validate_judge(frame, judges, seed=seed, delta=delta, fit_cc=fit_cc)
             if bootstrap is None

@@ -56,7 +56,8 @@ class OpenAIBatchEvaluator:
         self.answers: AnswerSource = ledger
 
     def bind(self, answers: AnswerSource) -> None:
-        """Read answers from ``answers`` (the service's job store) instead of the file ledger."""
+        """Read answers from ``answers`` instead of the file ledger: in the service, the job
+        store as the worker sees it (scoped to the job being scored, waiting out outages)."""
         self.answers = answers
 
     @property

@@ -1,7 +1,8 @@
 """Batch upload: split a streamed JSONL body into lines, validate each, persist the accepted.
 
 Memory stays bounded whatever the body size: lines are validated in chunks (off the event loop)
-and written to the store in chunks; only the current partial line and the rejections are kept.
+and written to the store in chunks, rejected lines too; only the current partial line and the
+first rejections (those the 202 answer lists) are kept.
 A line is validated by ``faithjudge.request_lines.parse_line``, so a batch rejects exactly
 the lines
 ``faithjudge score`` would turn into ``input`` errors, with the same messages. The batch becomes
@@ -23,10 +24,18 @@ from faithjudge_client.lines import ScoreRequest
 from pydantic import ValidationError
 
 from faithjudge.errors import UserInputError
-from faithjudge.jobs.interface import BatchRow, IdempotencyConflict, JobStore
+from faithjudge.jobs.interface import (
+    ActiveBatchLimit,
+    BatchRow,
+    IdempotencyConflict,
+    JobJudge,
+    JobStore,
+)
+from faithjudge.jsonl import field_problems
 from faithjudge.request_lines import parse_line
 
 __all__ = [
+    "LISTED_REJECTIONS",
     "BatchLimitExceeded",
     "BodyTooLarge",
     "IdempotencyMismatch",
@@ -39,6 +48,9 @@ __all__ = [
 ]
 
 _CHUNK_LINES = 1000
+LISTED_REJECTIONS = 100
+"""Rejections the 202 answer lists (the first ones); ``/results`` holds a result for every
+line, and the store keeps every rejection without the upload ever holding them all."""
 _LINE_PREFIX = re.compile(r"^line \d+: ")
 
 
@@ -133,10 +145,8 @@ def _field_of(raw: bytes) -> str | None:
     try:
         ScoreRequest.model_validate_json(raw)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        if errors and errors[0]["type"] != "json_invalid":
-            loc = ".".join(str(p) for p in errors[0]["loc"])
-            return loc or None
+        problems = field_problems(exc.errors(include_url=False))
+        return problems[0][0] if problems else None
     return None
 
 
@@ -167,7 +177,9 @@ def accepted_of(row: BatchRow) -> BatchAccepted:
         status="queued",
         accepted=row.total,
         rejected=[LineRejection.model_validate(r) for r in orjson.loads(row.rejections)],
+        rejected_total=row.rejected_count,
         created_at=datetime.fromtimestamp(row.created_at, UTC),
+        judge=row.judge,
     )
 
 
@@ -190,25 +202,35 @@ async def submit_batch(
     name: str | None,
     idempotency_key: str | None,
     limits: IngestLimits,
+    judge: JobJudge | None = None,
 ) -> Submission:
-    """Validate and persist an uploaded batch; raise the errors above for the API to map."""
+    """Validate and persist an uploaded batch, to be scored with ``judge`` only; raise the
+    errors above for the API to map."""
     if idempotency_key is not None:
         earlier = await store.find_by_idempotency_key(tenant, idempotency_key)
         if earlier is not None:
-            return await _replay(earlier, chunks, limits)
-    if await store.count_occupying(tenant) >= limits.max_active_batches:
+            return await _replay(earlier, chunks, limits, judge)
+    try:
+        # the store counts the tenant's slots and takes one in one step: concurrent uploads
+        # cannot both see the last free slot
+        row = await store.begin_batch(
+            tenant=tenant,
+            name=name,
+            idempotency_key=idempotency_key,
+            judge=judge,
+            max_active=limits.max_active_batches,
+        )
+    except ActiveBatchLimit:
         raise TooManyActiveBatches(
             f"this tenant already has {limits.max_active_batches} unfinished batches; wait for "
             "one to finish or cancel one",
             field="batches",
-        )
-    try:
-        row = await store.begin_batch(tenant=tenant, name=name, idempotency_key=idempotency_key)
+        ) from None
     except IdempotencyConflict:
         earlier = await store.find_by_idempotency_key(tenant, idempotency_key or "")
         if earlier is None:
             raise
-        return await _replay(earlier, chunks, limits)
+        return await _replay(earlier, chunks, limits, judge)
     try:
         return await _ingest(store, row, chunks, limits)
     except BaseException:
@@ -218,11 +240,16 @@ async def submit_batch(
 
 
 async def _replay(
-    earlier: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits
+    earlier: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits, judge: JobJudge | None
 ) -> Submission:
     if earlier.status == "ingesting":
         raise IdempotencyMismatch(
             "an upload with this Idempotency-Key is still in progress", field="Idempotency-Key"
+        )
+    if judge is not None and earlier.judge is not None and earlier.judge != judge.name:
+        raise IdempotencyMismatch(
+            f"this Idempotency-Key was used for judge {earlier.judge}, not {judge.name}",
+            field="Idempotency-Key",
         )
     if await _digest_rest(chunks, limits) != earlier.body_sha256:
         raise IdempotencyMismatch(
@@ -238,25 +265,39 @@ async def _ingest(
     splitter = _Lines(max_line_bytes=limits.max_line_bytes)
     size = 0
     seq = 0
-    rejections: list[LineRejection] = []
+    rejected = 0
+    listed: list[LineRejection] = []  # the first LISTED_REJECTIONS; the store keeps them all
     pending: list[tuple[int, bytes]] = []
 
     async def flush() -> None:
-        nonlocal seq, pending
+        nonlocal seq, pending, rejected
         batch, pending = pending, []
+        # the lines cut off as too long end before the next line fed: those of this chunk
+        long_lines, splitter.too_long = splitter.too_long, []
         checked = await anyio.to_thread.run_sync(_validate, batch)
         rows = []
+        refused = [
+            LineRejection(
+                line=n, field=None, reason=f"line longer than {limits.max_line_bytes} bytes"
+            )
+            for n in long_lines
+        ]
         for number, raw, rejection in checked:
             if rejection is None:
                 rows.append((seq, number, raw.decode()))
                 seq += 1
             else:
-                rejections.append(rejection)
+                refused.append(rejection)
         await store.add_lines(row.id, rows)
+        if refused:
+            refused.sort(key=lambda r: r.line)
+            await store.add_rejections(row.id, [(r.line, r.model_dump_json()) for r in refused])
+            rejected += len(refused)
+            listed.extend(refused[: max(LISTED_REJECTIONS - len(listed), 0)])
 
     def note(lines: list[tuple[int, bytes]]) -> None:
         pending.extend(lines)
-        counted = seq + len(rejections) + len(pending) + len(splitter.too_long)
+        counted = seq + rejected + len(pending) + len(splitter.too_long)
         if counted > limits.max_lines:
             raise BatchLimitExceeded(
                 f"a batch may hold at most {limits.max_lines} lines", field="body"
@@ -272,19 +313,16 @@ async def _ingest(
             await flush()
     note(splitter.close())
     await flush()
-    rejections.extend(
-        LineRejection(line=n, field=None, reason=f"line longer than {limits.max_line_bytes} bytes")
-        for n in splitter.too_long
-    )
-    rejections.sort(key=lambda r: r.line)
     if seq == 0:
-        if not rejections:
+        if not rejected:
             raise NothingAccepted("the body holds no lines", [])
-        raise NothingAccepted(f"none of the {len(rejections)} lines is valid", rejections)
+        more = f"; the first {len(listed)} are listed" if rejected > len(listed) else ""
+        raise NothingAccepted(f"none of the {rejected} lines is valid{more}", listed)
     done = await store.finish_ingest(
         row.id,
         total=seq,
-        rejections=[r.model_dump() for r in rejections],
+        rejections=[r.model_dump() for r in listed],
         body_sha256=digest.hexdigest(),
+        rejected=rejected,
     )
     return Submission(accepted=accepted_of(done))

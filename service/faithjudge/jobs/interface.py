@@ -12,7 +12,7 @@ registered store).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +22,7 @@ from faithjudge.errors import ConfigError, FaithJudgeError
 from faithjudge.transport.batch import Ledger
 
 if TYPE_CHECKING:
+    from faithjudge.jobs.provider_ledger import LedgerTotals
     from faithjudge.transport.base import JudgeResponse
 
 __all__ = [
@@ -31,10 +32,13 @@ __all__ = [
     "LEASED",
     "PENDING",
     "RECENT_S",
+    "WAITING_PREFIX",
+    "ActiveBatchLimit",
     "BatchRow",
     "ClaimedLine",
     "DoneLine",
     "IdempotencyConflict",
+    "JobJudge",
     "JobStore",
     "JobStoreClass",
     "LineCounts",
@@ -51,6 +55,9 @@ PENDING, LEASED, DONE = 0, 1, 2
 ACTIVE_STATES = ("queued", "running")
 RECENT_S = 30.0
 """Window of the recent-throughput count (the ETA's rate)."""
+WAITING_PREFIX = "waiting for a worker that offers judge "
+"""How the detail of a job that no worker may score begins; the first claim of its lines clears
+such a detail (and no other)."""
 
 
 class StoreUnavailable(FaithJudgeError):
@@ -59,6 +66,10 @@ class StoreUnavailable(FaithJudgeError):
 
 class IdempotencyConflict(Exception):
     """Another batch of this tenant already holds the idempotency key."""
+
+
+class ActiveBatchLimit(Exception):
+    """The tenant already has its maximum of batches uploading, queued or running."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +88,26 @@ class BatchRow:
     idempotency_key: str | None
     body_sha256: str | None
     detail: str | None
+    judge: str | None = None
+    """The judge the job was uploaded under (None: stored before judges were recorded)."""
+    judge_key: str | None = None
+    judge_config: str | None = None
+    """That judge's configuration as JSON (``JobJudge.config``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobJudge:
+    """A judge as a job records it: the name it is picked by and its whole configuration.
+
+    A worker scores a job only with a judge of the same ``key`` (the hash of ``config``), so a
+    service restarted with another evaluator, prompt set, knowledge base or scoring settings
+    never finishes a job with them.
+    """
+
+    name: str
+    key: str
+    config: str
+    """JSON: the evaluator, its frozen settings' hash, prompt set, KB and scoring settings."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +128,10 @@ class ClaimedLine:
     seq: int
     line: int
     request: str
+    judge: str | None = None
+    """The job's ``judge_key`` (None: a job stored without one)."""
+    tenant: str | None = None
+    """The job's tenant: its lines share judge answers with that tenant's only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +158,7 @@ class ProviderLedger(Ledger, Protocol):
         ...
 
     async def settled(self, keys: list[str]) -> set[str]:
-        """Those of ``keys`` that any job's phase answered or failed for good."""
+        """Those of ``keys`` that a job of this job's tenant has an answer to."""
         ...
 
     async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
@@ -132,6 +167,10 @@ class ProviderLedger(Ledger, Protocol):
 
     async def counts(self) -> dict[str, int]:
         """Requests by state (``answered``, ``failed``, ...)."""
+        ...
+
+    async def totals(self) -> LedgerTotals:
+        """Files, batches and tokens of the job's parts, over every process that ran them."""
         ...
 
 
@@ -146,12 +185,41 @@ class JobStore(Protocol):
 
     # ingest: a batch is invisible to workers until ``finish_ingest``
     async def begin_batch(
-        self, *, tenant: str, name: str | None, idempotency_key: str | None
-    ) -> BatchRow: ...
+        self,
+        *,
+        tenant: str,
+        name: str | None,
+        idempotency_key: str | None,
+        judge: JobJudge | None = None,
+        max_active: int | None = None,
+    ) -> BatchRow:
+        """A new batch in state ``ingesting``. With ``max_active``, raises ``ActiveBatchLimit``
+        when the tenant already occupies that many slots: the count and the insert are one
+        atomic step, so concurrent uploads never exceed it."""
+        ...
+
     async def add_lines(self, batch_id: str, rows: Sequence[tuple[int, int, str]]) -> None: ...
+    async def add_rejections(self, batch_id: str, rows: Sequence[tuple[int, str]]) -> None:
+        """Keep rejected lines ``(line, LineRejection JSON)`` as the upload streams."""
+        ...
+
+    async def rejections(self, batch_id: str) -> list[str]:
+        """What ``add_rejections`` kept for the batch, in line order."""
+        ...
+
     async def finish_ingest(
-        self, batch_id: str, *, total: int, rejections: list[dict[str, Any]], body_sha256: str
-    ) -> BatchRow: ...
+        self,
+        batch_id: str,
+        *,
+        total: int,
+        rejections: list[dict[str, Any]],
+        body_sha256: str,
+        rejected: int | None = None,
+    ) -> BatchRow:
+        """Queue the batch; its row keeps ``rejections`` (the first ones when ``rejected``, the
+        count of them all, is larger)."""
+        ...
+
     async def discard_batch(self, batch_id: str) -> None: ...
     async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None: ...
     async def count_occupying(self, tenant: str) -> int: ...
@@ -170,12 +238,33 @@ class JobStore(Protocol):
 
     # control
     async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None: ...
+    async def retry_transport_failures(self, tenant: str, batch_id: str) -> int | None:
+        """Queue again the lines of a completed batch whose result holds a ``transport``
+        failure, and the batch with them: how many, or None when the batch is not completed
+        (it is still scored, was cancelled or failed). The other lines keep their results."""
+        ...
 
     # workers: lease, renew, release, complete
     async def recover(self) -> None: ...
-    async def active_batch_ids(self, limit: int = 32, *, provider_done: bool = False) -> list[str]:
+    async def active_batch_ids(
+        self,
+        limit: int = 32,
+        *,
+        provider_done: bool = False,
+        judges: Mapping[str | None, bool] | None = None,
+    ) -> list[str]:
         """Queued or running jobs, oldest first; with ``provider_done`` only those whose
-        provider phase has ended (what the batch route's workers may score)."""
+        provider phase has ended (what the batch route's workers may score). ``judges`` keeps
+        only jobs of those judge keys (None: jobs stored without one), each mapped to whether
+        its jobs wait for the provider phase (then ``provider_done`` is not used)."""
+        ...
+
+    async def waiting_batches(self, judges: Collection[str], *, limit: int = 32) -> list[BatchRow]:
+        """Active jobs of a judge not in ``judges`` that no process is working on now."""
+        ...
+
+    async def note_waiting(self, batch_id: str, detail: str) -> None:
+        """Set the detail of a job nobody scores (unless another worker took it meanwhile)."""
         ...
 
     async def claim(
@@ -196,7 +285,13 @@ class JobStore(Protocol):
         requests into their Batch API lines (the store keeps only which line each came from)."""
         ...
 
-    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None: ...
+    async def claim_provider_phase(
+        self, owner: str, *, lease_s: float, judges: Collection[str | None] | None = None
+    ) -> str | None:
+        """Lease the provider phase of the oldest job that needs one (of ``judges`` only, by
+        key, when given)."""
+        ...
+
     async def renew_provider_phase(
         self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
     ) -> str:
@@ -210,8 +305,22 @@ class JobStore(Protocol):
     async def unscored_requests(
         self, batch_id: str, *, after: int, limit: int
     ) -> list[tuple[int, int, str]]: ...
-    async def answer_of(self, key: str) -> JudgeResponse | None: ...
-    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
+    async def answer_of(self, key: str, *, batch_id: str | None = None) -> JudgeResponse | None:
+        """The answer to ``key`` from a job of ``batch_id``'s tenant (or of any job)."""
+        ...
+
+    async def failure_of(
+        self, key: str, *, batch_id: str | None = None
+    ) -> tuple[int, int | None, str] | None:
+        """(tries, status, message) of ``key`` failed for good in job ``batch_id`` (or any)."""
+        ...
+
+    async def ended_provider_phases(
+        self, limit: int = 32, *, judges: Collection[str | None] | None = None
+    ) -> list[str]:
+        """Jobs no longer active whose provider ledger still has open parts (to cancel), of
+        ``judges`` only (by key) when given."""
+        ...
 
 
 class JobStoreClass(Protocol):

@@ -6,7 +6,8 @@ parts and batches, and any replica scoring the lines finds every answer. A reque
 job line it comes from; a part file is rebuilt from those lines (``render``) when it is
 uploaded, and a retry's line when it is staged again, so the store never holds the ~10 KB
 Batch API line of every request. A request row keeps the answer it got, not only the cache of
-the process that collected it.
+the process that collected it. A lost or refused connection comes out of every call as
+``StoreUnavailable``, which the provider phase waits out.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
 from sqlalchemy import (
     Integer,
+    Select,
     String,
     Text,
     and_,
@@ -33,11 +36,19 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from faithjudge.jobs.schema import batch_lines, provider_parts, provider_requests
+from faithjudge.jobs.schema import batch_lines, batches, provider_parts, provider_requests
+from faithjudge.jobs.store_errors import converted_iter, shielded
 from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
 
-__all__ = ["JobLedger", "Render", "answer_from_json", "answer_to_json"]
+__all__ = [
+    "JobLedger",
+    "LedgerTotals",
+    "Render",
+    "answer_from_json",
+    "answer_to_json",
+    "same_tenant",
+]
 
 Render = Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]]
 """(key, upload line number, request line JSON) of requests -> (key, Batch API line) of those
@@ -94,6 +105,22 @@ def _upsert(dialect: str, rows: list[dict[str, Any]]) -> Any:
     )
 
 
+def same_tenant(batch_id: str) -> Select[tuple[str]]:
+    """The ids of the jobs of ``batch_id``'s tenant (its own included)."""
+    tenant = select(batches.c.tenant).where(batches.c.id == batch_id).scalar_subquery()
+    return select(batches.c.id).where(batches.c.tenant == tenant)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerTotals:
+    """What a job's provider phase cost, over every process that worked on it."""
+
+    files_uploaded: int
+    batches_created: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class JobLedger:
     """The ledger of job ``batch_id`` (see ``faithjudge.transport.batch.Ledger``)."""
 
@@ -108,6 +135,7 @@ class JobLedger:
 
     # ----------------------------------------------------------------- staging
 
+    @shielded
     async def drop_unsealed(self) -> None:
         """Forget the part a process died writing (its requests are staged again)."""
         parts = provider_parts.c
@@ -115,6 +143,7 @@ class JobLedger:
             select(parts.id).where(parts.batch_id == self.batch_id, parts.sealed == 0)
         )
 
+    @shielded
     async def _drop_parts(self, part_ids: Any) -> None:
         """Delete unsent parts: new requests go; a retry staged there waits for the next part."""
         requests = provider_requests.c
@@ -124,25 +153,35 @@ class JobLedger:
             await conn.execute(update(provider_requests).where(*mine).values(state="retry"))
             await conn.execute(delete(provider_parts).where(provider_parts.c.id.in_(part_ids)))
 
+    @shielded
     async def keys(self) -> set[str]:
         """Every request this job's phase already holds (staged, sent, answered or failed)."""
         query = select(provider_requests.c.key).where(provider_requests.c.batch_id == self.batch_id)
         async with self._reader.connect() as conn:
             return set((await conn.execute(query)).scalars())
 
+    @shielded
     async def settled(self, keys: list[str]) -> set[str]:
-        """Those of ``keys`` that any job's phase answered or failed for good."""
+        """Those of ``keys`` that a job of this job's tenant has an answer to.
+
+        A failure for good is not settled for another job: it belongs to the job that met it
+        (a provider that failed then may answer now), and answers stay within a tenant.
+        """
         requests = provider_requests.c
         found: set[str] = set()
+        tenant_jobs = same_tenant(self.batch_id)
         async with self._reader.connect() as conn:
             for start in range(0, len(keys), _ROWS_PER_INSERT):
                 chunk = keys[start : start + _ROWS_PER_INSERT]
                 query = select(requests.key).where(
-                    requests.key.in_(chunk), requests.state.in_(("answered", "failed"))
+                    requests.key.in_(chunk),
+                    requests.state == "answered",
+                    requests.batch_id.in_(tenant_jobs),
                 )
                 found.update((await conn.execute(query)).scalars())
         return found
 
+    @shielded
     async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
         """Answers already known (the response cache), so every replica can read them."""
         if not answers:
@@ -164,6 +203,7 @@ class JobLedger:
     ) -> JobPartWriter:
         return JobPartWriter(self, PartLimits(max_lines, max_bytes))
 
+    @shielded
     async def _new_part(self) -> int:
         async with self._writer.begin() as conn:
             result = await conn.execute(
@@ -171,6 +211,7 @@ class JobLedger:
             )
             return int(result.scalar_one())
 
+    @shielded
     async def _write_requests(self, part: int, rows: list[tuple[str, int | None]]) -> None:
         values = [
             {"batch_id": self.batch_id, "key": key, "part": part, "state": "staged", "seq": seq}
@@ -179,6 +220,7 @@ class JobLedger:
         async with self._writer.begin() as conn:
             await conn.execute(_upsert(conn.dialect.name, values))
 
+    @shielded
     async def _seal(self, part: int, lines: int, size: int) -> None:
         async with self._writer.begin() as conn:
             await conn.execute(
@@ -189,6 +231,7 @@ class JobLedger:
 
     # ----------------------------------------------------------------- the Ledger protocol
 
+    @shielded
     async def parts(
         self, *, submitted: bool | None = None, done: bool | None = None
     ) -> list[dict[str, Any]]:
@@ -231,12 +274,16 @@ class JobLedger:
             .order_by(requests.seq, requests.key)
         )
 
-    async def _rendered(self, *where: Any) -> AsyncIterator[tuple[str, bytes]]:
+    async def _chunks(self, *where: Any) -> AsyncIterator[list[tuple[str, int, str]]]:
         async with self._reader.connect() as conn:
             result = await conn.stream(self._sources(*where))
             async for chunk in result.partitions(_ROWS_PER_INSERT):
-                for key, line in self._render([tuple(row) for row in chunk]):
-                    yield key, line
+                yield [(str(key), int(line), str(raw)) for key, line, raw in chunk]
+
+    async def _rendered(self, *where: Any) -> AsyncIterator[tuple[str, bytes]]:
+        async for chunk in converted_iter(self._chunks(*where)):
+            for key, line in self._render(chunk):
+                yield key, line
 
     @asynccontextmanager
     async def open_part(self, part: dict[str, Any]) -> AsyncIterator[tuple[str, IO[bytes]]]:
@@ -248,12 +295,14 @@ class JobLedger:
             handle.seek(0)
             yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
 
+    @shielded
     async def set_file(self, part: int, file_id: str) -> None:
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(provider_parts).where(provider_parts.c.id == part).values(file_id=file_id)
             )
 
+    @shielded
     async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
         requests = provider_requests.c
         async with self._writer.begin() as conn:
@@ -272,6 +321,7 @@ class JobLedger:
                 .values(state="submitted", tries=requests.tries + 1)
             )
 
+    @shielded
     async def set_state(self, part: int, state: str, completed: int, failed: int) -> None:
         async with self._writer.begin() as conn:
             await conn.execute(
@@ -280,6 +330,7 @@ class JobLedger:
                 .values(state=state, completed=completed, failed=failed)
             )
 
+    @shielded
     async def finish_part(
         self,
         part: int,
@@ -333,6 +384,7 @@ class JobLedger:
                 .values(done=1, prompt_tokens=tokens[0], completion_tokens=tokens[1])
             )
 
+    @shielded
     async def forget_unfinished(self, part: int) -> int:
         requests = provider_requests.c
         async with self._writer.begin() as conn:
@@ -356,6 +408,7 @@ class JobLedger:
 
     # ----------------------------------------------------------------- summaries
 
+    @shielded
     async def counts(self) -> dict[str, int]:
         requests = provider_requests.c
         query = (
@@ -365,6 +418,20 @@ class JobLedger:
         )
         async with self._reader.connect() as conn:
             return {state: int(n) for state, n in (await conn.execute(query)).all()}
+
+    @shielded
+    async def totals(self) -> LedgerTotals:
+        """Files, batches and tokens recorded in this job's parts, whoever recorded them."""
+        parts = provider_parts.c
+        query = select(
+            func.count(parts.file_id),
+            func.count(parts.provider_batch_id),
+            func.coalesce(func.sum(parts.prompt_tokens), 0),
+            func.coalesce(func.sum(parts.completion_tokens), 0),
+        ).where(parts.batch_id == self.batch_id)
+        async with self._reader.connect() as conn:
+            files, created, prompt, completion = (await conn.execute(query)).one()
+        return LedgerTotals(int(files), int(created), int(prompt), int(completion))
 
 
 class JobPartWriter:

@@ -9,13 +9,22 @@ and stored as on the live route; a request that failed for good is its ``transpo
 
 A process that dies mid-phase leaves a lease that runs out; the next one resumes the same
 ledger: a part half-staged is dropped and staged again, submitted batches are polled, and no
-request is ever submitted twice. A job cancelled through the API has its batches cancelled.
+request is ever submitted twice. An unreachable store pauses the phase, which resumes once it
+answers; it never counts against the job. Requests of a provider batch that ends ``failed`` or
+``expired`` go into follow-up batches; a request that fails for good fails for this job only
+(another job with the same request asks again), and answers are shared within a tenant only.
+A job that ends while its batches run (cancelled through the API, or failed) has them cancelled
+by whichever process looks next, within one poll interval, even after a restart. The summary
+counts batches and tokens from the ledger, over every process that worked on the job.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import anyio
 from faithjudge_client.lines import ScoreRequest
@@ -23,6 +32,8 @@ from faithjudge_client.lines import ScoreRequest
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jobs.interface import JobStore, ProviderLedger, StoreUnavailable
+from faithjudge.jobs.provider_ledger import LedgerTotals
+from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline import Scorer
 from faithjudge.request_lines import parse_line
 from faithjudge.runners.provider_batch import CollectStats, batch_runner, keyed_requests
@@ -31,7 +42,15 @@ from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.batch import BatchProgress, BatchRunner, request_line
 from faithjudge.transport.resilience import describe_exception
 
-__all__ = ["MAX_PHASE_TRIES", "ProviderPhase", "describe_progress", "is_batch_route"]
+__all__ = [
+    "MAX_PHASE_TRIES",
+    "JobAnswers",
+    "ProviderPhase",
+    "describe_failure",
+    "describe_progress",
+    "is_batch_route",
+    "phase_cost",
+]
 
 log = logging.getLogger("faithjudge.worker")
 
@@ -40,8 +59,23 @@ MAX_PHASE_TRIES = 3
 _PAGE = 500
 
 
+_scoring_job: ContextVar[str | None] = ContextVar("faithjudge_scoring_job", default=None)
+"""The job whose line the current task scores (``JobAnswers.scoring``)."""
+
+
 def _retry_delay(tries: int) -> float:
     return min(30.0, 2.0**tries)
+
+
+def phase_cost(settings: Settings, totals: LedgerTotals) -> float | None:
+    """The price of the phase's tokens at batch prices, when prices are configured."""
+    if settings.price_input_per_mtok is None or settings.price_output_per_mtok is None:
+        return None
+    live = (
+        totals.prompt_tokens * settings.price_input_per_mtok
+        + totals.completion_tokens * settings.price_output_per_mtok
+    ) / 1e6
+    return live * settings.batch_discount
 
 
 def is_batch_route(scorer: Scorer) -> bool:
@@ -56,8 +90,57 @@ def describe_progress(report: BatchProgress) -> str:
     )
 
 
+class JobAnswers:
+    """The batch route's answers as the worker's scorers read them (an ``AnswerSource``).
+
+    A lookup is scoped to the job whose line is being scored (``scoring``): an answer from any
+    job of its tenant, a failure for good from that job only. An unreachable store is waited
+    out: the line is scored once it answers, never recorded as a failure.
+    """
+
+    def __init__(self, store: JobStore, *, failing: dict[str, str] | None = None) -> None:
+        self._store = store
+        self._failing = failing
+
+    @staticmethod
+    @contextmanager
+    def scoring(batch_id: str) -> Iterator[None]:
+        """Lookups made in the block (and the tasks it starts) are for job ``batch_id``."""
+        token = _scoring_job.set(batch_id)
+        try:
+            yield
+        finally:
+            _scoring_job.reset(token)
+
+    async def answer_of(self, key: str) -> JudgeResponse | None:
+        job = _scoring_job.get()
+        return await until_store_answers(
+            lambda: self._store.answer_of(key, batch_id=job),
+            what="reading batch answers",
+            failing=self._failing,
+        )
+
+    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
+        job = _scoring_job.get()
+        return await until_store_answers(
+            lambda: self._store.failure_of(key, batch_id=job),
+            what="reading batch answers",
+            failing=self._failing,
+        )
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What went wrong, from inside task groups and past the cancellations they caused."""
+    leaf = cause_of(exc)
+    text = describe_exception(leaf)
+    if text.startswith("CancelledError"):  # the cause chain ends at a cancellation we caused
+        text = f"{type(leaf).__name__}: {leaf}".rstrip(": ")
+    return text
+
+
 class ProviderPhase:
-    """Runs the provider phase of one job after another, until cancelled."""
+    """Runs the provider phase of one job after another, until cancelled, and cancels the
+    provider batches of every job that ended (cancelled, failed) while they ran."""
 
     def __init__(
         self,
@@ -80,47 +163,119 @@ class ProviderPhase:
         self._on_done = on_done
         self._limits = limits or {}
         self._failures: dict[str, int] = {}
+        self._cancelling: set[str] = set()
+        self._cancel_tries: dict[str, tuple[int, float]] = {}
         self.wake = anyio.Event()
 
     async def run(self) -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._cancel_loop)
+            await self._claim_loop()
+
+    async def _claim_loop(self) -> None:
         while True:
-            try:
-                batch_id = await self._store.claim_provider_phase(
+            batch_id = await until_store_answers(
+                lambda: self._store.claim_provider_phase(
                     self._owner, lease_s=self._settings.lease_s
-                )
-            except StoreUnavailable as exc:
-                log.warning("claiming a provider phase: %s; retrying", exc)
-                await anyio.sleep(1.0)
-                continue
+                ),
+                what="claiming a provider phase",
+            )
             if batch_id is None:
                 self.wake = anyio.Event()
                 with anyio.move_on_after(0.5):
                     await self.wake.wait()
                 continue
+            await self._work(batch_id)
+
+    async def _work(self, batch_id: str) -> None:
+        """Drive one job's phase to its end; a store outage pauses it, then it resumes."""
+        while True:
             try:
                 ended = await self._drive(batch_id)
             except Exception as exc:
-                await self._failed(batch_id, exc)
-                continue
+                lost = store_error_in(exc)
+                if lost is None:
+                    await self._failed(batch_id, exc)
+                    return
+                log.warning("provider phase of %s: %s; resuming once it answers", batch_id, lost)
+                state = await until_store_answers(
+                    lambda: self._store.renew_provider_phase(
+                        self._owner, batch_id, lease_s=self._settings.lease_s
+                    ),
+                    what="resuming a provider phase",
+                )
+                if state == "held":
+                    continue
+                return  # ended meanwhile (the cancel loop ends its batches) or taken over
             self._failures.pop(batch_id, None)
             if ended:
                 self._on_done()
+            return
 
     async def _failed(self, batch_id: str, exc: Exception) -> None:
         tries = self._failures[batch_id] = self._failures.get(batch_id, 0) + 1
-        why = f"Batch API: {describe_exception(exc)[:300]}"
+        why = f"Batch API: {describe_failure(exc)[:300]}"
         log.warning("provider phase of %s failed (%d): %s", batch_id, tries, why)
-        try:
-            if tries >= MAX_PHASE_TRIES:
-                self._failures.pop(batch_id, None)
-                await self._store.fail_batch(batch_id, f"{why} (gave up after {tries} tries)")
-            else:
-                await self._store.end_provider_phase(
+        if tries >= MAX_PHASE_TRIES:
+            self._failures.pop(batch_id, None)
+            # a failed job's provider batches are cancelled by the cancel loop
+            await until_store_answers(
+                lambda: self._store.fail_batch(batch_id, f"{why} (gave up after {tries} tries)"),
+                what="recording a failed provider phase",
+            )
+        else:
+            await until_store_answers(
+                lambda: self._store.end_provider_phase(
                     self._owner, batch_id, done=False, detail=f"{why}; retrying"
-                )
-        except StoreUnavailable as store_exc:
-            log.warning("recording the failure: %s", store_exc)  # the lease runs out instead
+                ),
+                what="recording a failed provider phase",
+            )
         await anyio.sleep(_retry_delay(tries))
+
+    # ----------------------------------------------------------------- cancels
+
+    async def _cancel_loop(self) -> None:
+        """Every poll interval, cancel the provider batches of jobs that ended meanwhile.
+
+        The cancel is in the store before the API answers it, so whichever process looks next
+        (this one after a restart, or another replica) ends the batches, and a job that failed
+        leaves none running either.
+        """
+        async with anyio.create_task_group() as group:
+            while True:
+                await anyio.sleep(self._settings.batch_poll_s)
+                try:
+                    ended = await self._store.ended_provider_phases()
+                except StoreUnavailable as exc:
+                    log.warning("looking for cancelled jobs: %s", exc)
+                    continue
+                now = time.monotonic()
+                for batch_id in ended:
+                    if self._cancel_tries.get(batch_id, (0, 0.0))[1] <= now:
+                        group.start_soon(self._cancel_job, batch_id)
+
+    async def _cancel_job(self, batch_id: str) -> None:
+        """Cancel job ``batch_id``'s open provider batches, keeping what they answered."""
+        if batch_id in self._cancelling:
+            return
+        self._cancelling.add(batch_id)
+        try:
+            ledger = self._store.provider_ledger(batch_id, self._render)
+            runner = batch_runner(self._scorer, self._settings, ledger, self._limits)
+            cancelled = await runner.cancel()
+        except Exception as exc:
+            tries = self._cancel_tries.get(batch_id, (0, 0.0))[0] + 1
+            self._cancel_tries[batch_id] = (tries, time.monotonic() + _retry_delay(tries))
+            log.warning(
+                "cancelling the provider batches of %s: %s", batch_id, describe_failure(exc)
+            )
+            return
+        finally:
+            self._cancelling.discard(batch_id)
+        self._cancel_tries.pop(batch_id, None)
+        log.info("job %s ended: %d provider batch(es) cancelled", batch_id, cancelled)
+
+    # ----------------------------------------------------------------- one job
 
     async def _drive(self, batch_id: str) -> bool:
         """Stage and run the job's batches; True once its lines may be scored."""
@@ -137,7 +292,10 @@ class ProviderPhase:
         async def heartbeat() -> None:  # keeps the lease through staging and long polls
             while True:
                 await anyio.sleep(max(0.05, self._settings.lease_s / 3))
-                await renew()
+                try:
+                    await renew()
+                except StoreUnavailable as exc:  # the phase's own store calls wait it out
+                    log.warning("renewing the provider phase of %s: %s", batch_id, exc)
 
         async def stop() -> bool:  # after every poll round: a cancel is seen at once
             await renew()
@@ -151,18 +309,25 @@ class ProviderPhase:
             group.cancel_scope.cancel()
         if not finished:
             if held["state"] == "ended":  # cancelled through the API: so are its batches
-                cancelled = await runner.cancel()
-                log.info("job %s cancelled: %d provider batch(es) cancelled", batch_id, cancelled)
+                await self._cancel_job(batch_id)
             return False
+        await self._store.end_provider_phase(
+            self._owner, batch_id, done=True, detail=await self._summary(ledger)
+        )
+        return True
+
+    async def _summary(self, ledger: ProviderLedger) -> str:
+        """How the phase went, from the ledger: every process that worked on the job counts."""
         counts = await ledger.counts()
+        totals = await ledger.totals()
         summary = (
             f"Batch API: {counts.get('answered', 0):,} answered, "
             f"{counts.get('failed', 0):,} failed for good; "
-            f"{runner.batches_created} batch(es) created, "
-            f"{runner.prompt_tokens:,} prompt + {runner.completion_tokens:,} completion tokens"
+            f"{totals.batches_created} batch(es) created, "
+            f"{totals.prompt_tokens:,} prompt + {totals.completion_tokens:,} completion tokens"
         )
-        await self._store.end_provider_phase(self._owner, batch_id, done=True, detail=summary)
-        return True
+        cost = phase_cost(self._settings, totals)
+        return summary if cost is None else f"{summary}, ${cost:,.4f} at batch prices"
 
     def _requests_of(self, line: int, raw: str) -> list[tuple[str, JudgeRequest]]:
         """(cache key, judge request) of every judge request one job line makes."""
@@ -191,7 +356,6 @@ class ProviderPhase:
     async def _stage(self, batch_id: str, ledger: ProviderLedger, runner: BatchRunner) -> None:
         """Record every judge request of the job's unscored lines that has no answer yet."""
         known = await ledger.keys()
-        cache = self._scorer.caller.cache
         writer = runner.writer()
         stats = CollectStats()
         body_of = self._evaluator.request_body
@@ -204,34 +368,27 @@ class ProviderPhase:
                     for seq, line, raw in page
                     for key, request in self._requests_of(line, raw)
                 ]
-                # settled by an earlier job (answered, or failed for good): not sent again,
-                # as a rerun of the CLI's batch route sends nothing it already settled
+                # answered by an earlier job of the tenant: not sent again, as a rerun of the
+                # CLI's batch route sends nothing it already settled. The response cache is
+                # not asked: it is the whole process's, every tenant's.
                 settled = await ledger.settled([key for _, key, _ in pairs])
-                answered: list[tuple[str, JudgeResponse]] = []
                 for seq, key, request in pairs:
                     stats.requests += 1
                     if key in known or key in settled:
                         stats.in_ledger += 1
                         continue
                     known.add(key)
-                    hit = cache.get(key) if cache is not None else None
-                    if hit is not None:
-                        stats.cached += 1
-                        answered.append((key, hit))
-                        continue
                     stats.staged += 1
                     await writer.add(key, request_line(key, body_of(request)), seq)
-                await ledger.record_answers(answered)
             await writer.close_part()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await writer.abort()
             raise
         log.info(
-            "job %s: %d judge requests, %d cached, %d already settled, %d staged",
+            "job %s: %d judge requests, %d already answered, %d staged",
             batch_id,
             stats.requests,
-            stats.cached,
             stats.in_ledger,
             stats.staged,
         )

@@ -142,6 +142,7 @@ async def render_report(
     """The report of ``faithjudge.reports`` over the lines done so far (built off the event
     loop)."""
     # imported on first use: pandas and scipy would add seconds to every start-up
+    from faithjudge.reports.explorer import ItemDetails
     from faithjudge.reports.judges import JudgeTally
     from faithjudge.reports.render_html import LISTED_ITEMS, report_html
     from faithjudge.reports.render_md import report_markdown
@@ -151,13 +152,13 @@ async def render_report(
     def build() -> str:
         # the HTML lists the first rows only: their quotes are all the table needs to keep
         results = _results_in_thread(store, batch_id, rejections)
-        judges = JudgeTally()
-        items = item_table(judges.watch(results), quote_rows=LISTED_ITEMS)
+        judges, details = JudgeTally(), ItemDetails(LISTED_ITEMS if fmt == "html" else 0)
+        items = item_table(details.watch(judges.watch(results)), quote_rows=LISTED_ITEMS)
         report = build_report(items, B=bootstrap, seed=seed, judges=judges.summary())
         if fmt == "json":
             return json.dumps(report_json(report), allow_nan=False)
         if fmt == "md":
             return report_markdown(report)
-        return report_html(report)
+        return report_html(report, details=details.rows)
 
     return await anyio.to_thread.run_sync(build)

@@ -27,6 +27,7 @@ __all__ = [
     "STAGE_COLUMNS",
     "STATUS_COLUMNS",
     "batch_lines",
+    "batch_rejections",
     "batches",
     "metadata",
     "provider_parts",
@@ -64,6 +65,13 @@ batches = Table(
     Column("provider_done_at", Float),
     Column("provider_owner", String(64)),
     Column("provider_lease_until", Float),
+    # the judge the job was uploaded under: its name (``lexicon:v1``), the hash of its
+    # configuration (evaluator settings, prompt set, KB, scoring settings) that a worker must
+    # offer to score it, and that configuration as JSON (for the status of a waiting job);
+    # NULL for jobs stored before judges were recorded
+    Column("judge", String(200)),
+    Column("judge_key", String(64)),
+    Column("judge_config", Text),
     UniqueConstraint("tenant", "idempotency_key", name="uq_fj_batches_idempotency"),
     Index("ix_fj_batches_tenant_created", "tenant", "created_at", "id"),
     Index("ix_fj_batches_status", "status"),
@@ -98,6 +106,22 @@ batch_lines = Table(
     Index("ix_fj_batch_lines_todo", "batch_id", "state", "seq"),
     Index("ix_fj_batch_lines_owner", "owner", "state"),
 )
+
+
+batch_rejections = Table(
+    "fj_batch_rejections",
+    metadata,
+    Column(
+        "batch_id",
+        String(40),
+        ForeignKey("fj_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("line", Integer, primary_key=True, autoincrement=False),
+    Column("rejection", Text, nullable=False),
+)
+"""Every line rejected at upload (a ``LineRejection`` as JSON), written while the body streams:
+the batch row keeps only the first ones, which the 202 answer lists."""
 
 
 def _job() -> Column[str]:

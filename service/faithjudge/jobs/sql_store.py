@@ -9,15 +9,13 @@ once their lease has run out.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
-import anyio
 import orjson
 from sqlalchemy import (
     Connection,
@@ -27,16 +25,17 @@ from sqlalchemy import (
     delete,
     event,
     exists,
+    false,
     func,
     insert,
     or_,
     select,
     text,
+    true,
     update,
 )
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from faithjudge.jobs.interface import (
     ACTIVE_STATES,
@@ -44,21 +43,27 @@ from faithjudge.jobs.interface import (
     LEASED,
     PENDING,
     RECENT_S,
+    WAITING_PREFIX,
+    ActiveBatchLimit,
     BatchRow,
     ClaimedLine,
     DoneLine,
     IdempotencyConflict,
+    JobJudge,
     LineCounts,
     StoreUnavailable,
 )
-from faithjudge.jobs.provider_ledger import JobLedger, Render, answer_from_json
+from faithjudge.jobs.provider_ledger import JobLedger, Render, answer_from_json, same_tenant
 from faithjudge.jobs.schema import (
     STAGE_COLUMNS,
     STATUS_COLUMNS,
     batch_lines,
+    batch_rejections,
     batches,
+    provider_parts,
     provider_requests,
 )
+from faithjudge.jobs.store_errors import shielded as _shielded
 from faithjudge.private_files import private_file
 from faithjudge.transport.base import JudgeResponse
 
@@ -97,48 +102,14 @@ def new_batch_id() -> str:
     return f"b_{uuid.uuid4().hex}"
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """A failure of the connection to the database, not of the statement or of our code."""
-    if isinstance(exc, OperationalError | InterfaceError | PoolTimeout):
-        return True
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    if isinstance(exc, OSError | TimeoutError):
-        return True
-    # asyncpg's own connection errors, when they reach us unwrapped
-    return type(exc).__module__.startswith("asyncpg") and "Connection" in type(exc).__name__
-
-
-def _shielded(
-    method: Callable[P, Coroutine[Any, Any, R]],
-) -> Callable[P, Coroutine[Any, Any, R]]:
-    """Let a store call finish even if its caller is cancelled; name an unreachable database.
-
-    A statement cut off by cancellation invalidates its pooled connection, and closing an
-    aiosqlite connection from a cancelled task can hang; every call here is short, so it runs to
-    the end and the cancellation takes effect right after. A lost or refused connection comes
-    out as ``StoreUnavailable`` with its cause, which the API turns into a 503.
-    """
-
-    @functools.wraps(method)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        with anyio.CancelScope(shield=True):
-            try:
-                return await method(*args, **kwargs)
-            except Exception as exc:
-                if not _unreachable(exc):
-                    raise
-                cause = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
-                raise StoreUnavailable(
-                    f"the job store is unreachable ({type(exc).__name__}: {cause})"
-                ) from exc
-        raise AssertionError("unreachable")  # the shield never swallows: here for the checker
-
-    return wrapper
+def _of_judges(keys: Iterable[str | None]) -> Any:
+    """Jobs recorded with one of the judge ``keys`` (None: those stored without one)."""
+    keys = list(keys)
+    named = [key for key in keys if key is not None]
+    ways = [batches.c.judge_key.in_(named)] if named else []
+    if None in keys:
+        ways.append(batches.c.judge_key.is_(None))
+    return or_(*ways) if ways else false()
 
 
 def _row(mapping: Any) -> BatchRow:
@@ -238,9 +209,22 @@ class SqlJobStore:
 
     @_shielded
     async def begin_batch(
-        self, *, tenant: str, name: str | None, idempotency_key: str | None
+        self,
+        *,
+        tenant: str,
+        name: str | None,
+        idempotency_key: str | None,
+        judge: JobJudge | None = None,
+        max_active: int | None = None,
     ) -> BatchRow:
-        """Create a batch in state ``ingesting`` (invisible to workers until ``finish_ingest``)."""
+        """Create a batch in state ``ingesting`` (invisible to workers until ``finish_ingest``),
+        recording the judge it is to be scored with.
+
+        With ``max_active`` the tenant's occupied slots are counted and the row inserted in one
+        transaction that holds the tenant's lock (PostgreSQL: a transaction-scoped advisory
+        lock; SQLite: the one writer's ``BEGIN IMMEDIATE``), so concurrent uploads cannot both
+        see a free slot; ``ActiveBatchLimit`` when none is left.
+        """
         self._check_file()
         now = time.time()
         batch_id = new_batch_id()
@@ -253,8 +237,12 @@ class SqlJobStore:
             "updated_at": now,
             "idempotency_key": idempotency_key,
         }
+        if judge is not None:
+            values.update(judge=judge.name, judge_key=judge.key, judge_config=judge.config)
         try:
             async with self._writer.begin() as conn:
+                if max_active is not None:
+                    await _check_slots(conn, tenant, max_active)
                 await conn.execute(insert(batches).values(values))
         except IntegrityError as exc:
             raise IdempotencyConflict(idempotency_key) from exc
@@ -275,10 +263,40 @@ class SqlJobStore:
             )
 
     @_shielded
+    async def add_rejections(self, batch_id: str, rows: Sequence[tuple[int, str]]) -> None:
+        """Persist rejected lines ``(line, LineRejection JSON)`` in one transaction."""
+        if not rows:
+            return
+        params = [{"batch_id": batch_id, "line": n, "rejection": r} for n, r in rows]
+        async with self._writer.begin() as conn:
+            await conn.execute(insert(batch_rejections), params)
+            await conn.execute(
+                update(batches).where(batches.c.id == batch_id).values(updated_at=time.time())
+            )
+
+    @_shielded
+    async def rejections(self, batch_id: str) -> list[str]:
+        """The batch's rejected lines written by ``add_rejections``, as JSON, in line order."""
+        query = (
+            select(batch_rejections.c.rejection)
+            .where(batch_rejections.c.batch_id == batch_id)
+            .order_by(batch_rejections.c.line)
+        )
+        async with self._reader.connect() as conn:
+            return list((await conn.execute(query)).scalars())
+
+    @_shielded
     async def finish_ingest(
-        self, batch_id: str, *, total: int, rejections: list[dict[str, Any]], body_sha256: str
+        self,
+        batch_id: str,
+        *,
+        total: int,
+        rejections: list[dict[str, Any]],
+        body_sha256: str,
+        rejected: int | None = None,
     ) -> BatchRow:
-        """Hand an uploaded batch to the workers (``queued``)."""
+        """Hand an uploaded batch to the workers (``queued``). ``rejections`` are kept in the
+        row (the first ones only, when ``rejected`` counts more)."""
         self._check_file()  # the 202 promises the lines are kept
         now = time.time()
         async with self._writer.begin() as conn:
@@ -288,7 +306,7 @@ class SqlJobStore:
                 .values(
                     status="queued",
                     total=total,
-                    rejected_count=len(rejections),
+                    rejected_count=len(rejections) if rejected is None else rejected,
                     rejections=orjson.dumps(rejections).decode(),
                     body_sha256=body_sha256,
                     created_at=now,
@@ -465,6 +483,56 @@ class SqlJobStore:
                 )
         return await self.get_batch(tenant, batch_id)
 
+    @_shielded
+    async def retry_transport_failures(self, tenant: str, batch_id: str) -> int | None:
+        """Queue a completed batch's ``transport`` failures again (``JobStore``'s contract)."""
+        self._check_file()
+        now = time.time()
+        lines = batch_lines.c
+        cleared: dict[str, Any] = {
+            "state": PENDING, "owner": None, "lease_until": None, "result": None,
+            "done_at": None, "is_error": 0,
+            **dict.fromkeys((*STATUS_COLUMNS.values(), *STAGE_COLUMNS.values()), 0),
+        }  # fmt: skip
+        async with self._writer.begin() as conn:
+            found = (
+                await conn.execute(
+                    select(batches.c.status, batches.c.provider_done_at)
+                    .where(batches.c.id == batch_id, batches.c.tenant == tenant)
+                    .with_for_update()
+                )
+            ).first()
+            if found is None or found[0] != "completed":
+                return None
+            requeued = (
+                await conn.execute(
+                    update(batch_lines)
+                    .where(
+                        lines.batch_id == batch_id,
+                        lines.state == DONE,
+                        lines[STAGE_COLUMNS["transport"]] > 0,
+                    )
+                    .values(cleared)
+                )
+            ).rowcount
+            if not requeued:
+                return 0
+            values: dict[str, Any] = {
+                "status": "queued", "finished_at": None, "updated_at": now, "detail": None,
+            }  # fmt: skip
+            if found[1] is not None:
+                # the batch route: its provider phase runs again for the requests that failed
+                # for good, which it would otherwise read back as failed
+                values["provider_done_at"] = None
+                await conn.execute(
+                    delete(provider_requests).where(
+                        provider_requests.c.batch_id == batch_id,
+                        provider_requests.c.state == "failed",
+                    )
+                )
+            await conn.execute(update(batches).where(batches.c.id == batch_id).values(values))
+        return int(requeued)
+
     # ------------------------------------------------------------------ workers
 
     @_shielded
@@ -498,9 +566,23 @@ class SqlJobStore:
                 )
 
     @_shielded
-    async def active_batch_ids(self, limit: int = 32, *, provider_done: bool = False) -> list[str]:
+    async def active_batch_ids(
+        self,
+        limit: int = 32,
+        *,
+        provider_done: bool = False,
+        judges: Mapping[str | None, bool] | None = None,
+    ) -> list[str]:
         query = select(batches.c.id).where(batches.c.status.in_(ACTIVE_STATES))
-        if provider_done:
+        if judges is not None:
+            ways = [
+                and_(_of_judges((key,)), batches.c.provider_done_at.is_not(None))
+                if after_phase
+                else _of_judges((key,))
+                for key, after_phase in judges.items()
+            ]
+            query = query.where(or_(*ways) if ways else false())
+        elif provider_done:
             query = query.where(batches.c.provider_done_at.is_not(None))
         query = query.order_by(batches.c.created_at, batches.c.id).limit(limit)
         async with self._reader.connect() as conn:
@@ -534,9 +616,19 @@ class SqlJobStore:
             )
             async with self._writer.begin() as conn:
                 # only batches still active: a cancel between listing and claiming wins
-                active = await conn.scalar(select(batches.c.status).where(batches.c.id == batch_id))
-                if active not in ACTIVE_STATES:
+                found = (
+                    await conn.execute(
+                        select(
+                            batches.c.status,
+                            batches.c.judge_key,
+                            batches.c.detail,
+                            batches.c.tenant,
+                        ).where(batches.c.id == batch_id)
+                    )
+                ).first()
+                if found is None or found[0] not in ACTIVE_STATES:
                     continue
+                active, judge_key, detail, tenant = found
                 # two statements, not UPDATE ... IN (subquery): PostgreSQL may run a LIMITed
                 # SKIP LOCKED subquery more than once and so lease more lines than asked for
                 seqs = list((await conn.execute(todo)).scalars())
@@ -550,6 +642,13 @@ class SqlJobStore:
                             .returning(lines.seq, lines.line, lines.request)
                         )
                     ).all()
+                if rows and detail is not None and detail.startswith(WAITING_PREFIX):
+                    # a worker offering the job's judge has it now
+                    await conn.execute(
+                        update(batches)
+                        .where(batches.c.id == batch_id, batches.c.detail == detail)
+                        .values(detail=None, updated_at=now)
+                    )
                 if rows and active == "queued":
                     await conn.execute(
                         update(batches)
@@ -560,7 +659,7 @@ class SqlJobStore:
                             updated_at=now,
                         )
                     )
-            claimed.extend(ClaimedLine(batch_id, r[0], r[1], r[2]) for r in rows)
+            claimed.extend(ClaimedLine(batch_id, r[0], r[1], r[2], judge_key, tenant) for r in rows)
         claimed.sort(key=lambda c: (c.batch_id, c.seq))
         return claimed
 
@@ -646,6 +745,52 @@ class SqlJobStore:
                     )
                 )
 
+    @_shielded
+    async def waiting_batches(self, judges: Collection[str], *, limit: int = 32) -> list[BatchRow]:
+        """Active jobs recorded with a judge not in ``judges`` on which nobody works now (no
+        live lease on a line, no provider phase held), oldest first."""
+        now = time.time()
+        lines = batch_lines.c
+        working = exists().where(
+            lines.batch_id == batches.c.id, lines.state == LEASED, lines.lease_until >= now
+        )
+        query = (
+            select(batches)
+            .where(
+                batches.c.status.in_(ACTIVE_STATES),
+                batches.c.judge_key.is_not(None),
+                batches.c.judge_key.not_in(list(judges)) if judges else true(),
+                ~working,
+                or_(batches.c.provider_owner.is_(None), batches.c.provider_lease_until < now),
+            )
+            .order_by(batches.c.created_at, batches.c.id)
+            .limit(limit)
+        )
+        async with self._reader.connect() as conn:
+            return [_row(r) for r in (await conn.execute(query)).mappings()]
+
+    @_shielded
+    async def note_waiting(self, batch_id: str, detail: str) -> None:
+        """Say in the job's status why it waits; a detail another part wrote (the provider
+        phase's progress) is kept, and a job some worker holds now is left alone."""
+        now = time.time()
+        lines = batch_lines.c
+        working = exists().where(
+            lines.batch_id == batch_id, lines.state == LEASED, lines.lease_until >= now
+        )
+        async with self._writer.begin() as conn:
+            await conn.execute(
+                update(batches)
+                .where(
+                    batches.c.id == batch_id,
+                    batches.c.status.in_(ACTIVE_STATES),
+                    or_(batches.c.detail.is_(None), batches.c.detail.startswith(WAITING_PREFIX)),
+                    or_(batches.c.detail.is_(None), batches.c.detail != detail),
+                    ~working,
+                )
+                .values(detail=detail, updated_at=now)
+            )
+
     # ------------------------------------------------------------------ the provider phase
 
     def provider_ledger(self, batch_id: str, render: Render) -> JobLedger:
@@ -654,13 +799,22 @@ class SqlJobStore:
         return JobLedger(self._writer, self._reader, batch_id, render)
 
     @_shielded
-    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None:
-        """Lease the provider phase of the oldest active job that still needs one."""
+    async def claim_provider_phase(
+        self, owner: str, *, lease_s: float, judges: Collection[str | None] | None = None
+    ) -> str | None:
+        """Lease the provider phase of the oldest active job that still needs one (of
+        ``judges``, by key, when given; None stands for jobs stored without a judge)."""
         now = time.time()
         free = or_(batches.c.provider_owner.is_(None), batches.c.provider_lease_until < now)
+        mine = _of_judges(judges) if judges is not None else true()
         todo = (
             select(batches.c.id)
-            .where(batches.c.status.in_(ACTIVE_STATES), batches.c.provider_done_at.is_(None), free)
+            .where(
+                batches.c.status.in_(ACTIVE_STATES),
+                batches.c.provider_done_at.is_(None),
+                free,
+                mine,
+            )
             .order_by(batches.c.created_at, batches.c.id)
             .limit(1)
             .with_for_update(skip_locked=True)
@@ -764,21 +918,27 @@ class SqlJobStore:
             return [(int(s), int(n), str(r)) for s, n, r in await conn.execute(query)]
 
     @_shielded
-    async def answer_of(self, key: str) -> JudgeResponse | None:
-        """The provider phase's answer to the judge request ``key``, from any job."""
+    async def answer_of(self, key: str, *, batch_id: str | None = None) -> JudgeResponse | None:
+        """The provider phase's answer to the judge request ``key``: from any job of
+        ``batch_id``'s tenant (answers are not shared across tenants), or of any job."""
         requests = provider_requests.c
         query = (
             select(requests.answer)
             .where(requests.key == key, requests.state == "answered")
             .limit(1)
         )
+        if batch_id is not None:
+            query = query.where(requests.batch_id.in_(same_tenant(batch_id)))
         async with self._reader.connect() as conn:
             text_ = await conn.scalar(query)
         return answer_from_json(text_) if text_ is not None else None
 
     @_shielded
-    async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
-        """(tries, status, message) of the request ``key`` that failed for good."""
+    async def failure_of(
+        self, key: str, *, batch_id: str | None = None
+    ) -> tuple[int, int | None, str] | None:
+        """(tries, status, message) of the request ``key`` that failed for good: in job
+        ``batch_id`` only (a failure belongs to the job that met it), or in any job."""
         requests = provider_requests.c
         query = (
             select(requests.tries, requests.status, requests.error)
@@ -786,14 +946,57 @@ class SqlJobStore:
             .order_by(requests.tries.desc())
             .limit(1)
         )
+        if batch_id is not None:
+            query = query.where(requests.batch_id == batch_id)
         async with self._reader.connect() as conn:
             row = (await conn.execute(query)).first()
         if row is None:
             return None
         return int(row[0]), row[1], row[2] or "the request failed"
 
+    @_shielded
+    async def ended_provider_phases(
+        self, limit: int = 32, *, judges: Collection[str | None] | None = None
+    ) -> list[str]:
+        """Jobs no longer active (cancelled, failed) whose provider batches may still run (of
+        ``judges`` only, by key, when given)."""
+        parts = provider_parts.c
+        query = (
+            select(batches.c.id)
+            .where(
+                batches.c.status.not_in((*ACTIVE_STATES, "ingesting")),
+                _of_judges(judges) if judges is not None else true(),
+                exists().where(parts.batch_id == batches.c.id, parts.sealed == 1, parts.done == 0),
+            )
+            .order_by(batches.c.updated_at, batches.c.id)
+            .limit(limit)
+        )
+        async with self._reader.connect() as conn:
+            return [str(r[0]) for r in await conn.execute(query)]
+
 
 # ---------------------------------------------------------------------- engine plumbing
+
+
+# key space of the per-tenant upload locks (two-int advisory locks, apart from the migration's)
+_SLOT_LOCK = 74656922
+
+
+async def _check_slots(conn: AsyncConnection, tenant: str, max_active: int) -> None:
+    """Raise ``ActiveBatchLimit`` when ``tenant`` occupies ``max_active`` slots; called inside
+    the inserting transaction, which keeps the tenant locked until it commits."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock(:space, hashtext(:tenant))"),
+            {"space": _SLOT_LOCK, "tenant": tenant},
+        )
+    occupied = await conn.scalar(
+        select(func.count())
+        .select_from(batches)
+        .where(batches.c.tenant == tenant, batches.c.status.in_(_OCCUPYING_STATES))
+    )
+    if int(occupied or 0) >= max_active:
+        raise ActiveBatchLimit(tenant)
 
 
 def _sqlite_setup(engine: AsyncEngine, *, immediate: bool) -> None:

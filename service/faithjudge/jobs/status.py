@@ -30,7 +30,7 @@ def _eta(row: BatchRow, counts: LineCounts, pending: int, now: float) -> float |
 def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None) -> BatchStatus:
     now = time.time() if now is None else now
     pending = 0 if row.status in TERMINAL_STATES else max(row.total - counts.done, 0)
-    statuses = {k: v for k, v in counts.statuses.items() if v}
+    statuses = _not_judged_apart(counts)
     statuses["error"] = counts.errors
     return BatchStatus(
         id=row.id,
@@ -46,8 +46,27 @@ def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None)
         progress=min(1.0, counts.done / row.total) if row.total else 1.0,
         eta_seconds=_eta(row, counts, pending, now),
         rejected=row.rejected_count,
+        cancelled=max(row.total - counts.done, 0) if row.status == "cancelled" else 0,
         detail=row.detail or _unjudged(row, counts),
+        judge=row.judge,
     )
+
+
+def _not_judged_apart(counts: LineCounts) -> dict[str, int]:
+    """Grades by status, with the KB misses (stored as ``invalid``) counted as ``not_judged``,
+    as ``score`` and the reports count them; ``failure_stages`` still names the stage.
+
+    Only ``kb`` is moved: it is never a line's own error, whereas a ``transport`` stage count
+    mixes failed grades with failed lines, which the aggregate cannot tell apart.
+    """
+    statuses = {k: v for k, v in counts.statuses.items() if v}
+    moved = min(counts.stages.get("kb", 0), statuses.get("invalid", 0))
+    if moved:
+        statuses["invalid"] -= moved
+        statuses["not_judged"] = moved
+        if not statuses["invalid"]:
+            del statuses["invalid"]
+    return statuses
 
 
 def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:

@@ -5,7 +5,13 @@ One worker per process drives the same ``Scorer`` as ``faithjudge score``: up to
 evaluator calls share the scorer's limiter), claims are topped up before the scorers run dry,
 and results are committed every ``commit_every`` lines or ``commit_interval_s`` seconds,
 whichever comes first. Leases are renewed while lines are held, so only the lines of a process
-that died are taken over.
+that died are taken over. The judge's answers reach the response cache before the results that
+use them reach the store, so lines taken over are scored again from the cache, without paying
+for their judge calls twice.
+
+A service may offer several judges (one scorer each); a job is scored only by the scorer of the
+judge it was uploaded under (``faithjudge.jobs.judges``). A job whose judge this process does not
+offer is left queued, its status saying which judge it waits for.
 
 On the batch route (``openai-batch:MODEL``) a job's lines are claimed only once its provider
 phase (``faithjudge.jobs.provider_phase``) has sent its judge requests through the Batch API and
@@ -14,9 +20,11 @@ recorded the answers in the store, where the evaluator reads them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -24,17 +32,32 @@ import orjson
 from faithjudge_client.lines import Failure, ItemResult, ScoreRequest
 
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
-from faithjudge.jobs.interface import ClaimedLine, DoneLine, JobStore, StoreUnavailable
-from faithjudge.jobs.provider_phase import ProviderPhase, is_batch_route
+from faithjudge.jobs.interface import (
+    ClaimedLine,
+    DoneLine,
+    JobJudge,
+    JobStore,
+    StoreUnavailable,
+)
+from faithjudge.jobs.judge_health import JudgeHealth
+from faithjudge.jobs.judges import job_judge, waiting_detail
+from faithjudge.jobs.provider_phase import JobAnswers, ProviderPhase, is_batch_route
+from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline import Scorer
 from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
+from faithjudge.transport.resilience import call_scope
 
 __all__ = ["Worker", "done_line"]
 
 log = logging.getLogger("faithjudge.worker")
 
+
 ResultHook = Callable[[ItemResult], None]
+
+WAITING_EVERY_S = 2.0
+"""How often the jobs no judge of this process may score are looked for, to say so in their
+status."""
 
 
 def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
@@ -58,22 +81,40 @@ def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
 
 
 class Worker:
-    """Drains queued batches of the store with one scorer until cancelled."""
+    """Drains queued batches of the store until cancelled, each with its judge's scorer."""
 
     def __init__(
         self,
         store: JobStore,
-        scorer: Scorer,
+        scorer: Scorer | Mapping[str, Scorer],
         settings: Settings,
         *,
         on_result: ResultHook | None = None,
+        judge_health: JudgeHealth | None = None,
     ) -> None:
         self.store = store
-        self.scorer = scorer
+        # by judge name, the default first; a lone scorer is the first judge the settings name
+        self.scorers: dict[str, Scorer] = (
+            dict(scorer)
+            if isinstance(scorer, Mapping)
+            else {(settings.judges or ("default",))[0]: scorer}
+        )
+        scorer = self.scorer = next(iter(self.scorers.values()))
         self.owner = f"w_{uuid.uuid4().hex[:24]}"
         self._settings = settings
         self._on_result = on_result
-        self._concurrency = scorer.items_at_once(settings.concurrency)
+        self._concurrency = max(
+            s.items_at_once(settings.concurrency) for s in self.scorers.values()
+        )
+        # a judge in the process scores one item at a time even beside one behind the network
+        self._item_limits = {
+            name: anyio.CapacityLimiter(at_once)
+            for name, s in self.scorers.items()
+            if (at_once := s.items_at_once(settings.concurrency)) < self._concurrency
+        }
+        self._judges: dict[str, JobJudge] = {}
+        """The offered judges by key, known once ``run`` starts."""
+        self._by_key: dict[str, str] = {}
         # claimed but not yet committed: bounded so memory and leases stay small
         self._max_held = 2 * self._concurrency + settings.claim_size
         self._held = 0
@@ -84,29 +125,63 @@ class Worker:
         self.started = anyio.Event()
         self.failing: dict[str, str] = {}
         """Store calls failing now, by what they do; readiness reports them (empty when well)."""
-        self._phase: ProviderPhase | None = None
-        if is_batch_route(scorer):
-            evaluator = scorer.caller.evaluator
-            assert isinstance(evaluator, OpenAIBatchEvaluator)
-            evaluator.bind(store)
-            self._phase = ProviderPhase(store, scorer, settings, self.owner, on_done=self.notify)
+        self.judge_health = judge_health if judge_health is not None else JudgeHealth()
+        """Which judges answer at all; readiness reports those that do not."""
+        self._phases: list[ProviderPhase] = []
+        self._after_phase: set[str] = set()
+        for name, judge_scorer in self.scorers.items():
+            if is_batch_route(judge_scorer):
+                evaluator = judge_scorer.caller.evaluator
+                assert isinstance(evaluator, OpenAIBatchEvaluator)
+                # answers are read for the job being scored, and a store outage is waited out
+                evaluator.bind(JobAnswers(store, failing=self.failing))
+                self._after_phase.add(name)
+                phase_store: Any = _JudgeStore(store, functools.partial(self._keys_of, name))
+                self._phases.append(
+                    ProviderPhase(
+                        phase_store, judge_scorer, settings, self.owner, on_done=self.notify
+                    )
+                )
 
     def notify(self) -> None:
         """New work was queued in this process: claim now instead of at the next poll."""
         self._wake.set()
-        if self._phase is not None:
-            self._phase.wake.set()
+        for phase in self._phases:
+            phase.wake.set()
+
+    @property
+    def judges(self) -> list[JobJudge]:
+        """The judges this worker offers, the default first (once ``run`` has started)."""
+        return list(self._judges.values())
+
+    def _offer(self) -> None:
+        for name, judge_scorer in self.scorers.items():
+            judge = job_judge(name, judge_scorer, self._settings)
+            self._judges[judge.key] = judge
+            self._by_key[judge.key] = name
+
+    def _keys_of(self, name: str) -> list[str | None]:
+        """The keys of the jobs judge ``name`` scores; the default judge also takes the jobs
+        stored before jobs recorded their judge."""
+        keys: list[str | None] = [k for k, n in self._by_key.items() if n == name]
+        if name == next(iter(self.scorers)):
+            keys.append(None)
+        return keys
 
     async def run(self) -> None:
-        await self.store.recover()
+        self._offer()
+        await until_store_answers(
+            self.store.recover, what="recovering leases", failing=self.failing
+        )
         send, receive = anyio.create_memory_object_stream[ClaimedLine](self._max_held)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._claim_loop, send)
                 group.start_soon(self._commit_loop)
                 group.start_soon(self._heartbeat)
-                if self._phase is not None:
-                    group.start_soon(self._phase.run)
+                for phase in self._phases:
+                    group.start_soon(phase.run)
+                group.start_soon(self._waiting_loop)
                 with receive:
                     for _ in range(self._concurrency):
                         group.start_soon(self._score_loop, receive.clone())
@@ -133,7 +208,11 @@ class Worker:
                 claimed: list[ClaimedLine] = []
                 try:
                     batch_ids = await self.store.active_batch_ids(
-                        provider_done=self._phase is not None
+                        judges={
+                            key: name in self._after_phase
+                            for name in self.scorers
+                            for key in self._keys_of(name)
+                        }
                     )
                     if batch_ids:
                         claimed = await self.store.claim(
@@ -165,8 +244,18 @@ class Worker:
     async def _score_loop(self, receive: anyio.abc.ObjectReceiveStream[ClaimedLine]) -> None:
         async with receive:
             async for item in receive:
+                if item.judge is not None and item.judge not in self._by_key:
+                    # claims ask only for this process's judges: nothing lands here, but were
+                    # it to, the line is left to its lease rather than scored by another judge
+                    log.error(
+                        "line %d of %s needs a judge not offered here", item.line, item.batch_id
+                    )
+                    self._held -= 1
+                    self._room.set()
+                    continue
                 result = await self._score(item)
                 self._done.append(done_line(item.batch_id, item.seq, result))
+                self.judge_health.note(self._judge_of(item), result)
                 if self._on_result is not None:
                     self._on_result(result)
                 if len(self._done) >= self._settings.commit_every:
@@ -176,18 +265,52 @@ class Worker:
         parsed = parse_line(item.request.encode(), item.line)
         if not isinstance(parsed, ScoreRequest):
             return parsed  # accepted at upload, so only a changed schema lands here
-        try:
-            return await self.scorer.score(parsed, line=item.line)
-        except Exception as exc:  # a bug must not stall the batch: the line records it
-            log.exception("scoring line %d of %s failed", item.line, item.batch_id)
-            return ItemResult(
-                line=item.line,
-                item_id=parsed.item_id,
-                model=parsed.model,
-                question=parsed.question,
-                # not judged, so the line counts against coverage; the detail says it was a bug
-                error=Failure(stage="transport", detail=f"internal error: {type(exc).__name__}"),
-            )
+        name = self._judge_of(item)
+        while True:
+            try:
+                with JobAnswers.scoring(item.batch_id), call_scope(item.tenant):
+                    limit = self._item_limits.get(name)
+                    if limit is None:
+                        result = await self.scorers[name].score(parsed, line=item.line)
+                    else:
+                        async with limit:
+                            result = await self.scorers[name].score(parsed, line=item.line)
+                self.failing.pop("scoring lines", None)
+                return result
+            except Exception as exc:  # a bug must not stall the batch: the line records it
+                lost = store_error_in(exc)
+                if lost is not None:  # the store's fault, not the line's: score it again
+                    log.warning("scoring line %d of %s: %s", item.line, item.batch_id, lost)
+                    self.failing["scoring lines"] = str(lost)
+                    await anyio.sleep(1.0)
+                    continue
+                log.exception("scoring line %d of %s failed", item.line, item.batch_id)
+                cause = type(cause_of(exc)).__name__
+                return ItemResult(
+                    line=item.line,
+                    item_id=parsed.item_id,
+                    model=parsed.model,
+                    question=parsed.question,
+                    # not judged, so the line counts against coverage; the detail says it was a bug
+                    error=Failure(stage="transport", detail=f"internal error: {cause}"),
+                )
+
+    def _judge_of(self, item: ClaimedLine) -> str:
+        name = self._by_key.get(item.judge) if item.judge is not None else None
+        return name or next(iter(self.scorers))
+
+    async def _waiting_loop(self) -> None:
+        """Say in the status of each job no judge here may score which judge it waits for."""
+        offered = self.judges
+        while True:
+            try:
+                for row in await self.store.waiting_batches(list(self._judges)):
+                    await self.store.note_waiting(row.id, waiting_detail(row, offered))
+            except StoreUnavailable as exc:
+                log.warning("noting waiting jobs: %s", exc)
+            except Exception:
+                log.warning("noting waiting jobs failed", exc_info=True)
+            await anyio.sleep(WAITING_EVERY_S)
 
     async def _commit_loop(self) -> None:
         while True:
@@ -212,6 +335,11 @@ class Worker:
             return
         chunk, self._done = self._done, []
         try:
+            # answers before the results built on them: a line committed as done never
+            # needs its judge calls again, and one taken over finds them in the cache
+            for judge_scorer in self.scorers.values():
+                if judge_scorer.caller.cache is not None:
+                    judge_scorer.caller.cache.flush()
             await self.store.complete(self.owner, chunk)
         except BaseException:
             self._done[:0] = chunk  # keep them for the next try
@@ -233,3 +361,20 @@ class Worker:
                 self.failing["renewing leases"] = type(exc).__name__
             else:
                 self.failing.pop("renewing leases", None)
+
+
+class _JudgeStore:
+    """The store as one judge's provider phase sees it: it claims only that judge's jobs."""
+
+    def __init__(self, store: JobStore, keys: Callable[[], Collection[str | None]]) -> None:
+        self._store = store
+        self._keys = keys
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None:
+        return await self._store.claim_provider_phase(owner, lease_s=lease_s, judges=self._keys())
+
+    async def ended_provider_phases(self, limit: int = 32) -> list[str]:
+        return await self._store.ended_provider_phases(limit, judges=self._keys())

@@ -101,6 +101,8 @@ def aggregate(
         keys = ["model"] if dimension == "all" else ["model", dimension]
         for key, index in items.groupby(keys, sort=True, dropna=False).indices.items():
             model = key[0] if isinstance(key, tuple) else key
+            if pd.isna(model):
+                continue  # a line of no model counts in the run's coverage, not a model's row
             group = "all" if dimension == "all" else str(key[1])
             for split in SPLITS:
                 rows_in = index[splits[split][index]]

@@ -52,6 +52,7 @@ handled by the CLI; a baseline that shares no item with the run, a config that s
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ __all__ = [
     "Check",
     "GateConfig",
     "GateConfigError",
+    "Verdict",
+    "check_status",
     "configured_kinds",
     "evaluate",
     "exit_code",
@@ -79,10 +82,14 @@ __all__ = [
     "regression_tolerance",
     "unevaluable_reason",
     "unshared_reason",
+    "verdict",
 ]
 
 # The not-judged limit (in %) when [coverage] has no max_not_judged: no item may miss the judge.
 DEFAULT_MAX_NOT_JUDGED = 0.0
+
+# The table of `faithjudge score --config` in the same file; its own reader checks it.
+_SCORE_TABLE = "score"
 
 # The order in which a verdict names the failed kinds: coverage decides the exit code first.
 _KINDS = ("coverage", "quality", "regression")
@@ -150,8 +157,21 @@ class Check:
     name: str
     threshold: float
     value: float | None
+    """Quality: the rate; coverage: its exact upper bound; regression: the difference."""
     passed: bool | None
     detail: str
+    rate: float | None = None
+    """Coverage: the observed rate (``value`` is its bound)."""
+
+    def measured(self) -> str:
+        """Rate, bound and threshold in words (the JUnit failure message starts with it)."""
+        if self.kind == "coverage":
+            return (f"rate {_pct(self.rate)}, upper bound {_pct(self.value)}, "
+                    f"threshold {_pct(self.threshold)}")  # fmt: skip
+        if self.kind == "regression":
+            return f"difference {_pp(self.value)} pp, tolerance {self.threshold:g} pp"
+        bound = "at least" if self.name.startswith("min_") else "at most"
+        return f"value {_pct(self.value)}, threshold {bound} {_pct(self.threshold)}"
 
 
 def _number(section: str, key: str, value: Any, *, low: float = 0.0, high: float = 100.0) -> float:
@@ -166,6 +186,8 @@ def parse_config(data: dict[str, Any]) -> GateConfig:
     """Validate a decoded TOML document. Raises GateConfigError naming the bad key."""
     sections = _sections()
     for name, value in data.items():
+        if name == _SCORE_TABLE:
+            continue
         if name not in sections:
             raise GateConfigError(f"unknown section [{name}]; expected {sorted(sections)}")
         if not isinstance(value, dict):
@@ -250,8 +272,10 @@ def _quality(report: Report, limits: dict[str, float]) -> list[Check]:
                 if value is None
                 else (value >= limit if key.startswith("min") else value <= limit)
             )
-            checks.append(Check("quality", f"{key} [{row['model']}]", limit, value, ok,
-                                f"{stat} = {_pct(value)} over {row['n_eval']} items"))  # fmt: skip
+            detail = f"{stat} = {_pct(value)} over {row['n_eval']} items"
+            if value is None:
+                detail += ": no item to judge it on, which fails the check"
+            checks.append(Check("quality", f"{key} [{row['model']}]", limit, value, ok, detail))
     return checks
 
 
@@ -287,7 +311,7 @@ def _coverage(report: Report, config: GateConfig) -> list[Check]:
             detail += (f"; default limit {DEFAULT_MAX_NOT_JUDGED:g}% (no line may miss the judge):"
                        " set [coverage] max_not_judged to tolerate some")  # fmt: skip
         checks.append(Check("coverage", f"{gate.gate} [{gate.scope}]", 100 * gate.threshold,
-                            up, gate.passed, detail))  # fmt: skip
+                            up, gate.passed, detail, rate=point))  # fmt: skip
     return checks
 
 
@@ -323,24 +347,56 @@ def evaluate(report: Report, config: GateConfig) -> list[Check]:
     return checks
 
 
-def failed_kinds(checks: list[Check]) -> list[str]:
-    """The kinds of the failed checks, coverage first (the order that decides the exit code).
+def check_status(check: Check) -> str:
+    """``pass``, ``fail`` or ``skip``: the one reading of a check every output shows.
 
-    A check that could not be evaluated (no items for it) fails as well: a gate must not pass
-    on an empty run.
+    A check that could not be evaluated (no items for it) fails: a gate must not pass on an
+    empty run. The one exception is the placebo FPR of a run without SHAM items, skipped.
     """
-    failed = {c.kind for c in checks if c.passed is not True and not _skippable(c)}
-    return [kind for kind in _KINDS if kind in failed]
+    if check.passed is True:
+        return "pass"
+    return "skip" if _skippable(check) else "fail"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's verdict, computed once from its checks; every renderer and the exit code
+    read it, so they name the same failed checks."""
+
+    checks: tuple[Check, ...]
+    failed: tuple[Check, ...]
+    kinds: tuple[str, ...]
+    """The kinds of the failed checks, coverage first (the order that decides the exit code)."""
+    code: ExitCode
+
+    @property
+    def label(self) -> str:
+        """PASSED, or FAILED naming every kind of check that failed."""
+        return f"FAILED ({', '.join(self.kinds)})" if self.kinds else "PASSED"
+
+
+def verdict(checks: Sequence[Check]) -> Verdict:
+    """The verdict of ``checks``: exit 2 if a coverage check failed, else 1 if a quality or
+    regression check failed, else 0."""
+    failed = tuple(c for c in checks if check_status(c) == "fail")
+    kinds = tuple(kind for kind in _KINDS if any(c.kind == kind for c in failed))
+    if "coverage" in kinds:
+        code = ExitCode.COVERAGE_FAILED
+    elif kinds:
+        code = ExitCode.CHECK_FAILED
+    else:
+        code = ExitCode.OK
+    return Verdict(checks=tuple(checks), failed=failed, kinds=kinds, code=code)
+
+
+def failed_kinds(checks: list[Check]) -> list[str]:
+    """The kinds of the failed checks, coverage first (see ``verdict``)."""
+    return list(verdict(checks).kinds)
 
 
 def exit_code(checks: list[Check]) -> ExitCode:
     """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0."""
-    failed = failed_kinds(checks)
-    if "coverage" in failed:
-        return ExitCode.COVERAGE_FAILED
-    if failed:
-        return ExitCode.CHECK_FAILED
-    return ExitCode.OK
+    return verdict(checks).code
 
 
 def _skippable(check: Check) -> bool:

@@ -1,7 +1,8 @@
 """Reading result lines (and, optionally, the request lines that hold the CoTs).
 
 The only module of the report package that touches files besides ``export``. Every problem
-names ``file:line`` so that a CI log points straight at the bad line.
+names ``file:line`` so that a CI log points straight at the bad line, and no bad line stops a
+report: it is counted as an input error under its line number, as ``score`` counts one.
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
-from faithjudge_client.lines import ItemResult
+from faithjudge_client.lines import Failure, ItemResult
 from pydantic import ValidationError
 
 from faithjudge.errors import FaithJudgeError
-from faithjudge.jsonl import describe_validation_error, numbered_lines
+from faithjudge.jsonl import describe_json_error, describe_validation_error, numbered_lines
 
 __all__ = [
     "MAX_REPORTED_ERRORS",
     "ReportInputError",
     "iter_results",
-    "read_cots",
     "read_results",
+    "summarize_problems",
     "write_text",
 ]
 
@@ -49,69 +50,71 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
         yield from numbered_lines(handle)
 
 
-def iter_results(path: Path) -> Iterator[ItemResult]:
-    """Yield the ItemResult lines of ``path``; raise once at the end if any line is bad.
+def _why(exc: ValidationError, raw: bytes) -> str:
+    errors = exc.errors(include_url=False)
+    if errors and errors[0]["type"] == "json_invalid":
+        return describe_json_error(raw)
+    return describe_validation_error(exc)
+
+
+def _unreadable(path: Path, number: int, raw: bytes, why: str) -> ItemResult:
+    """The input-error line that stands for a result line that cannot be read.
+
+    What can be read of it (item_id, model, question) is kept so that the error is counted under
+    its model; a line that is not even JSON belongs to no model.
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        data = None
+    fields = data if isinstance(data, dict) else {}
+    return ItemResult(
+        line=number,
+        item_id=_text(fields.get("item_id")),
+        model=_text(fields.get("model")),
+        question=_text(fields.get("question")),
+        error=Failure(stage="input", detail=f"{path.name}:{number}: {why}"),
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 2_000 else None
+
+
+def iter_results(path: Path, problems: list[str] | None = None) -> Iterator[ItemResult]:
+    """Yield one ItemResult per line of ``path``, in order.
+
+    A line that is not a result line is never a reason to drop the file: it becomes an
+    ``input`` error line numbered by its place in the file, counted like any other line that
+    never reached the judge. ``problems`` (when given) collects ``file:line: why`` for each.
 
     Raises:
-        ReportInputError: the file is unreadable or holds lines that are not ItemResults
-            (the first ``MAX_REPORTED_ERRORS`` are named as ``file:line: why``).
+        ReportInputError: the file cannot be opened.
     """
-    problems: list[str] = []
-    bad = 0
     for number, raw in _lines(path):
         try:
             yield ItemResult.model_validate_json(raw)
         except ValidationError as exc:
-            bad += 1
-            if len(problems) < MAX_REPORTED_ERRORS:
-                errors = exc.errors(include_url=False)
-                why = (
-                    "not valid JSON"
-                    if errors and errors[0]["type"] == "json_invalid"
-                    else describe_validation_error(exc)
-                )
+            why = _why(exc, raw)
+            if problems is not None:
                 problems.append(f"{path}:{number}: {why}")
-    if bad:
-        more = bad - len(problems)
-        if more > 0:
-            problems.append(f"... and {more} more bad lines")
-        raise ReportInputError(f"{path}: {bad} line(s) are not valid result lines", problems)
+            yield _unreadable(path, number, raw, why)
 
 
-def read_results(path: Path) -> list[ItemResult]:
+def read_results(path: Path, problems: list[str] | None = None) -> list[ItemResult]:
     """All result lines of ``path`` (see ``iter_results``)."""
-    return list(iter_results(path))
+    return list(iter_results(path, problems))
 
 
-def read_cots(path: Path) -> dict[str, str]:
-    """CoT texts of a ScoreRequest file, keyed by ``item_id`` and by ``#LINE`` (1-based).
-
-    Result lines carry quote spans but not the CoT itself; the HTML report uses this mapping to
-    show each CoT with its verified quotes highlighted. Lines without a CoT are skipped.
-
-    Raises:
-        ReportInputError: the file is unreadable or a line is not a JSON object.
-    """
-    cots: dict[str, str] = {}
-    problems: list[str] = []
-    for number, raw in _lines(path):
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            problems.append(f"{path}:{number}: not valid JSON ({exc})")
-            continue
-        if not isinstance(data, dict):
-            problems.append(f"{path}:{number}: expected a JSON object")
-            continue
-        cot = data.get("cot")
-        if not isinstance(cot, str):
-            continue
-        cots[f"#{number}"] = cot
-        if isinstance(data.get("item_id"), str):
-            cots[data["item_id"]] = cot
-    if problems:
-        raise ReportInputError(f"{path}: unreadable request lines", problems[:MAX_REPORTED_ERRORS])
-    return cots
+def summarize_problems(path: Path, kind: str, problems: list[str]) -> str:
+    """One warning for the unreadable lines of ``path``: the first ``MAX_REPORTED_ERRORS`` of
+    ``problems`` (``file:line: why``) and how many more."""
+    shown = problems[:MAX_REPORTED_ERRORS]
+    more = len(problems) - len(shown)
+    lines = [f"{path}: {len(problems)} unreadable {kind} line(s), counted as input errors:", *shown]
+    if more > 0:
+        lines.append(f"... and {more} more")
+    return "\n".join(lines)
 
 
 def _umask() -> int:

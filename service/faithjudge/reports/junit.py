@@ -1,5 +1,7 @@
 """JUnit XML of a gate run: one test case per check, so CI systems list each threshold.
 
+It renders the gate's ``Verdict``: its failures are exactly the checks the verdict failed.
+
 The suite's ``<properties>`` name the judge of the run (``judge.evaluator``, ``judge.model``,
 ...; ``judge.N.*`` per judge when the results mix several), so a CI artifact says who graded.
 """
@@ -9,22 +11,24 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from faithjudge.reports.gate import Check
+from faithjudge.reports.gate import Check, Verdict, check_status, verdict
 from faithjudge.reports.judges import JudgeSummary
 
-__all__ = ["junit_xml"]
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
+__all__ = ["junit_unevaluable", "junit_xml"]
 
 
 def junit_xml(
-    checks: Sequence[Check], *, suite: str = "faithjudge-gate", judges: JudgeSummary | None = None
+    result: Verdict | Sequence[Check],
+    *,
+    suite: str = "faithjudge-gate",
+    judges: JudgeSummary | None = None,
 ) -> str:
-    """A JUnit XML document; failed checks carry a ``<failure>``, unevaluable ones ``<skipped>``."""
-    failures = sum(c.passed is False for c in checks)
-    skipped = sum(c.passed is None for c in checks)
+    """A JUnit XML document of the gate's verdict: every check the verdict failed is a
+    ``<failure>`` with its rate, bound and threshold; a skipped one is ``<skipped>``."""
+    result = result if isinstance(result, Verdict) else verdict(result)
+    checks = result.checks
+    failures = len(result.failed)
+    skipped = sum(check_status(c) == "skip" for c in checks)
     root = ET.Element("testsuites", name=suite, tests=str(len(checks)), failures=str(failures))
     node = ET.SubElement(
         root,
@@ -43,10 +47,25 @@ def junit_xml(
         case = ET.SubElement(
             node, "testcase", classname=f"faithjudge.{check.kind}", name=check.name
         )
-        message = f"value {_fmt(check.value)} vs threshold {_fmt(check.threshold)}: {check.detail}"
-        if check.passed is False:
+        message = f"{check.measured()}: {check.detail}"
+        status = check_status(check)
+        if status == "fail":
             ET.SubElement(case, "failure", message=message, type=check.kind).text = message
-        elif check.passed is None:
+        elif status == "skip":
             ET.SubElement(case, "skipped", message=message)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_unevaluable(reason: str, code: int, *, suite: str = "faithjudge-gate") -> str:
+    """A JUnit XML document of a gate that could not judge the run (exit 3 or 4): one failing
+    case saying why, so a CI viewer shows a failure where it would otherwise show nothing."""
+    root = ET.Element("testsuites", name=suite, tests="1", failures="1")
+    node = ET.SubElement(
+        root, "testsuite", name=suite, tests="1", failures="1", skipped="0", errors="0"
+    )
+    case = ET.SubElement(node, "testcase", classname="faithjudge.run", name="run is evaluable")
+    message = f"exit {code}: {reason}"
+    ET.SubElement(case, "failure", message=message, type="unevaluable").text = message
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

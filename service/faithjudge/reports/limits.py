@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["LISTED_ITEMS"]
+__all__ = ["LISTED_ITEMS", "LISTED_PROBLEMS"]
 
 # Rows the HTML report lists (with their quotes); the item table keeps quote texts only for them.
 LISTED_ITEMS = 300
+
+# Lines not judged (input errors, KB misses) the Markdown and HTML reports list by line number;
+# the JSON report lists them all.
+LISTED_PROBLEMS = 200

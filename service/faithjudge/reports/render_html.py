@@ -1,15 +1,25 @@
-"""Self-contained HTML report: inline CSS, inline SVG plots, no scripts, no external resources.
+"""Self-contained HTML report: inline CSS, inline SVG plots, one inline script, nothing fetched.
 
-CoT texts, quotes, model names and every other string from the result lines are untrusted and
-go through ``html.escape``; numbers are formatted by this module. Quote spans index the original
-CoT, so highlighting slices that text by span (spans out of range are ignored).
+The tables and plots are rendered here; the item explorer (a sortable, filterable table whose
+rows open to the judge's rationale, answers, failures and the highlighted CoT) is drawn by
+``html_assets/explorer.js`` from the records of ``reports.explorer``, embedded as inert JSON.
+
+CoT texts, quotes, model names and every other string from the result lines are untrusted: the
+HTML rendered here goes through ``html.escape``, the embedded JSON has ``<``, ``>`` and ``&``
+escaped, and the script only ever sets ``textContent``. A Content-Security-Policy allows that
+one script (by its hash) and no request at all, so even text that slipped through could neither
+run nor load anything. Quote spans index the original CoT (spans out of range are ignored).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
-import itertools
 from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
 
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes, labels, metrics
@@ -17,8 +27,15 @@ from faithjudge_client.metric_catalogue import headline_scopes, labels, metrics
 from faithjudge.markup import bar_chart_svg, fmt_ci, fmt_pct, html_table
 from faithjudge.palette import scope_tint
 from faithjudge.reports.aggregate import stats, table1_columns
-from faithjudge.reports.limits import LISTED_ITEMS
-from faithjudge.reports.report import Report
+from faithjudge.reports.explorer import (
+    RequestViews,
+    cot_segments,
+    explorer_data,
+    explorer_json,
+)
+from faithjudge.reports.limits import LISTED_ITEMS, LISTED_PROBLEMS
+from faithjudge.reports.report import Report, problem_counts, problem_lines
+from faithjudge.reports.run_coverage import bound_cell, fpr_bound, not_judged_cells, rate_cell
 from faithjudge.scoring.outcomes import RATES
 
 __all__ = ["LISTED_ITEMS", "heatmap_svg", "highlight", "report_html"]
@@ -36,6 +53,24 @@ figcaption{font-size:.85em;color:#555}
 .meta{font-size:.8em;color:#555}.cot{white-space:pre-wrap;font-family:ui-monospace,monospace;
 font-size:.85em;background:#fafafa;padding:8px}
 mark{background:#fff1a8;padding:0 1px}mark.multi{background:#e8d4f2}
+.filters{display:flex;flex-wrap:wrap;gap:6px 14px;align-items:center;font-size:.85em;
+margin:8px 0}.filters .count{color:#555}
+table.items tr.item{cursor:pointer}table.items tr.item:hover,table.items tr.item:focus{
+background:#f5f8fc}table.items tr.input-error td{background:#fdf0f0}
+td.unmatched{color:#8a4b00;font-style:italic}
+button.sort{font:inherit;font-weight:600;background:none;border:0;padding:0;cursor:pointer}
+th[aria-sort=ascending] button.sort::after{content:" \\25B2"}
+th[aria-sort=descending] button.sort::after{content:" \\25BC"}
+td .detail{text-align:left;font-size:1.05em;padding:6px 4px;max-width:1100px}
+.detail dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:4px 0}
+.detail dt{font-weight:600;color:#444}.detail dd{margin:0}
+.detail .metrics{display:flex;flex-wrap:wrap;gap:8px}
+.detail section.metric{border:1px solid #ddd;border-radius:6px;padding:4px 10px;
+flex:1 1 300px}.detail h4{margin:4px 0;font-size:.95em}
+.detail ul{margin:2px 0 4px 18px;padding:0}.failure{color:#b00020}
+pre.judge{background:#f6f6f6;padding:4px 6px;font-size:.85em;white-space:pre-wrap;margin:2px 0}
+.error-card{border:1px solid #e2a5a5;background:#fdf0f0;border-radius:6px;padding:6px 10px;
+margin:4px 0}.error-card p{margin:4px 0;font-family:ui-monospace,monospace;font-size:.9em}
 """
 
 
@@ -49,9 +84,16 @@ def _e(value: object) -> str:
 
 
 def heatmap_svg(
-    rows: Sequence[str], columns: Sequence[str], values: Sequence[Sequence[float | None]]
+    rows: Sequence[str],
+    columns: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+    intervals: Sequence[Sequence[tuple[float | None, float | None]]] | None = None,
 ) -> str:
-    """A heatmap of % values (white 0 → dark blue 100), value printed in every cell."""
+    """A heatmap of % values (white 0 → dark blue 100), value printed in every cell.
+
+    ``intervals`` (one (low, high) per cell) goes into each cell's tooltip: a heatmap has no room
+    for whiskers, and its value alone would hide how little a small cell says.
+    """
     cell_w, cell_h, left, top = 58, 20, 150, 30
     width, height = left + cell_w * len(columns) + 10, top + cell_h * len(rows) + 10
     parts = [
@@ -72,35 +114,34 @@ def heatmap_svg(
         for c in range(len(columns)):
             value = values[r][c]
             x = left + c * cell_w
+            tip = f"{_e(rows[r])} · {_e(columns[c])}: "
             if value is None or pd.isna(value):
                 fill, label, ink = "#f4f4f4", "–", "#999"
+                tip += "no value"
             else:
                 t = max(0.0, min(1.0, float(value) / 100))
                 shade = (int(255 - 208 * t), int(255 - 146 * t), int(255 - 74 * t))
                 fill, label = "#{:02x}{:02x}{:02x}".format(*shade), f"{float(value):.0f}"
                 ink = "#fff" if t > 0.6 else "#222"
+                low, high = intervals[r][c] if intervals is not None else (None, None)
+                tip += f"{fmt_ci(value, low, high)} %"
             parts.append(
                 f'<rect x="{x}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" '
-                f'fill="{fill}"/><text x="{x + cell_w / 2 - 1}" y="{y + 14}" '
-                f'font-size="11" text-anchor="middle" fill="{ink}">{label}</text>'
+                f'fill="{fill}"><title>{tip}</title></rect><text x="{x + cell_w / 2 - 1}" '
+                f'y="{y + 14}" font-size="11" text-anchor="middle" fill="{ink}">{label}</text>'
             )
     return "".join(parts) + "</svg>"
 
 
 def highlight(cot: str, quotes: Sequence[tuple[str, int, int, str]]) -> str:
     """Escaped CoT with every verified quote span wrapped in ``<mark>`` (class = metric)."""
-    bounds = {0, len(cot)}
-    spans = [(lab, a, b) for lab, a, b, _ in quotes if 0 <= a < b <= len(cot)]
-    for _, a, b in spans:
-        bounds.update((a, b))
-    edges = sorted(bounds)
     out: list[str] = []
-    for a, b in itertools.pairwise(edges):
-        labels = sorted({lab for lab, s, e in spans if s <= a and b <= e})
-        text = _e(cot[a:b])
-        if labels:
-            css = labels[0] if len(labels) == 1 else "multi"
-            out.append(f'<mark class="{css}" title="{_e(" ".join(labels))}">{text}</mark>')
+    for segment in cot_segments(cot, quotes):
+        text = _e(segment[0])
+        if len(segment) > 1:
+            quoting = segment[1].split(" ")
+            css = _e(quoting[0]) if len(quoting) == 1 else "multi"
+            out.append(f'<mark class="{css}" title="{_e(segment[1])}">{text}</mark>')
         else:
             out.append(text)
     return "".join(out)
@@ -114,24 +155,27 @@ def _charts(report: Report) -> str:
         frame = per_mod[(per_mod["model"] == model) & (per_mod["split"] == "all")]
         groups = sorted(frame["group"].unique())
         series = {m: [_value(frame, g, m) for g in groups] for m in headline_scopes()}
+        bounds = {m: [_interval(frame, g, m) for g in groups] for m in headline_scopes()}
         parts.append(
-            f"<figure>{bar_chart_svg(groups, series)}<figcaption>{_e(model)}: mean "
-            f"{', '.join(headline_scopes())} per modification (%)</figcaption></figure>"
+            f"<figure>{bar_chart_svg(groups, series, bounds)}<figcaption>{_e(model)}: mean "
+            f"{', '.join(headline_scopes())} per modification (%), whiskers the 95% bootstrap "
+            "CI</figcaption></figure>"
         )
-    rows, values = [], []
+    rows, values, intervals = [], [], []
     columns = [column for column, _, split in table1_columns() if split != "all"]
     for (model, group), frame in per_mod.groupby(["model", "group"], sort=True):
         rows.append(f"{model} · {group}" if per_mod["model"].nunique() > 1 else str(group))
-        values.append(
-            [
-                _value(frame[frame["split"] == split], group, stat)
-                for split in ("flip", "non-flip")
-                for stat in headline_scopes()
-            ]
-        )
+        cells = [
+            (frame[frame["split"] == split], stat)
+            for split in ("flip", "non-flip")
+            for stat in headline_scopes()
+        ]
+        values.append([_value(cell, group, stat) for cell, stat in cells])
+        intervals.append([_interval(cell, group, stat) for cell, stat in cells])
     parts.append(
-        f"<figure>{heatmap_svg(rows[:60], columns, values[:60])}<figcaption>Flip (F) "
-        "vs non-flip (NF) per modification (%)</figcaption></figure>"
+        f"<figure>{heatmap_svg(rows[:60], columns, values[:60], intervals[:60])}<figcaption>"
+        "Flip (F) vs non-flip (NF) per modification (%); each cell's tooltip gives its 95% "
+        "bootstrap CI</figcaption></figure>"
     )
     return "".join(parts)
 
@@ -139,6 +183,15 @@ def _charts(report: Report) -> str:
 def _value(frame: pd.DataFrame, group: str, stat: str) -> float | None:
     cell = frame[(frame["group"] == group) & (frame["stat"] == stat)]["value"]
     return None if cell.empty or pd.isna(cell.iloc[0]) else float(cell.iloc[0])
+
+
+def _interval(frame: pd.DataFrame, group: str, stat: str) -> tuple[float | None, float | None]:
+    """The (low, high) bootstrap bounds of one aggregate cell; None where there are none."""
+    cell = frame[(frame["group"] == group) & (frame["stat"] == stat)]
+    if cell.empty:
+        return None, None
+    low, high = cell["low"].iloc[0], cell["high"].iloc[0]
+    return (None if pd.isna(low) else float(low)), (None if pd.isna(high) else float(high))
 
 
 def _quote_legend() -> str:
@@ -152,53 +205,67 @@ def _quote_legend() -> str:
     )
 
 
-def _items(report: Report, cots: Mapping[str, str] | None, max_items: int) -> str:
+@cache
+def _explorer_script() -> str:
+    """The explorer's script, shipped beside this module (in the wheel too)."""
+    script = (
+        resources.files("faithjudge.reports")
+        .joinpath("html_assets/explorer.js")
+        .read_text(encoding="utf-8")
+    )
+    if "</" in script:  # it is inlined: nothing in it may end the script element
+        raise RuntimeError("html_assets/explorer.js must not contain '</'")
+    return script
+
+
+def _csp(script: str) -> str:
+    """A policy that runs the one inline script by its hash and loads nothing at all."""
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    return (
+        f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _items(
+    report: Report,
+    requests: RequestViews | None,
+    details: Sequence[Mapping[str, Any]] | None,
+    max_items: int,
+) -> str:
     items = report.items
-    parts = [f"<h2>Items ({min(max_items, len(items))} of {len(items)})</h2>", _quote_legend()]
-    for row in items.head(max_items).itertuples(index=False):
-        scores = " ".join(
-            f"{lab} {int(getattr(row, f'{lab}_score'))}"
-            if not pd.isna(getattr(row, f"{lab}_score"))
-            else f"{lab} {getattr(row, f'{lab}_outcome')}"
-            for lab in labels()
-        )
-        flip = {1.0: "flip", 0.0: "non-flip"}.get(row.flip, "flip undecided")
-        meta = (
-            f"line {_e(row.line)} · {_e(row.item_id)} · {_e(row.model)} · "
-            f"{_e(row.modification)} · answer {_e(row.answer)} · {flip} · {_e(scores)}"
-        )
-        cot = None
-        if cots is not None:
-            cot = cots.get(str(row.item_id)) if row.item_id is not None else None
-            cot = cot if cot is not None else cots.get(f"#{row.line}")
-        if cot is not None:
-            body = f'<div class="cot">{highlight(cot, row.quotes)}</div>'
-        elif row.quotes:
-            body = (
-                "<ul>"
-                + "".join(
-                    f'<li><mark class="{_e(lab)}">{_e(text)}</mark> '
-                    f"<span class='meta'>{_e(lab)} [{a}, {b})</span></li>"
-                    for lab, a, b, text in row.quotes
-                )
-                + "</ul>"
-            )
-        else:
-            body = '<p class="meta">no verified quotes</p>'
-        parts.append(f'<div class="item"><div class="meta">{meta}</div>{body}</div>')
-    return "".join(parts)
+    data = explorer_data(items, max_items=max_items, details=details, requests=requests)
+    return (
+        f"<h2>Items ({len(data['items'])} of {len(items)})</h2>"
+        '<p class="meta">Click an item (or focus it and press Enter) to open its question, '
+        "answers, each metric's rationale, omissions, hallucinations, judge's answer and "
+        "failure, and its CoT; click a column to sort.</p>"
+        + _quote_legend()
+        + '<div id="explorer"><noscript><p class="meta">The item explorer needs JavaScript.'
+        "</p></noscript></div>"
+        f'<script type="application/json" id="explorer-data">{explorer_json(data)}</script>'
+    )
 
 
 def report_html(
-    report: Report, *, cots: Mapping[str, str] | None = None, max_items: int = LISTED_ITEMS
+    report: Report,
+    *,
+    requests: RequestViews | None = None,
+    details: Sequence[Mapping[str, Any]] | None = None,
+    max_items: int = LISTED_ITEMS,
 ) -> str:
-    """The full report as one HTML document."""
+    """The full report as one HTML document.
+
+    ``requests`` (``reports.explorer.read_request_views``) adds each listed item's ground truth,
+    baseline answer and CoT; ``details`` (``ItemDetails.rows`` of
+    ``reports.explorer``) adds the judge's rationales and answers.
+    """
     s = report.summary
     body = [
         f"<h1>FaithJudge report</h1><p>{s['lines']} result lines · models "
         f"{_e(', '.join(s['models']))} · {s['modifications']} modifications · flip "
-        f"{s['flip']}, non-flip {s['non_flip']}, undecided {s['flip_undecided']} · line "
-        f"errors {s['line_errors']}. Values in %; 95% percentile bootstrap CIs over items "
+        f"{s['flip']}, non-flip {s['non_flip']}, undecided {s['flip_undecided']} · "
+        f"{problem_counts(s)}. Values in %; 95% percentile bootstrap CIs over items "
         f"(B = {s['bootstrap']}, seed {s['seed']}). <span class='cc'>CC is exploratory."
         "</span></p>"
     ]
@@ -258,6 +325,7 @@ def report_html(
                 3,
             )
         )
+    body.append(_problems(report))
     body.append(_coverage(report))
     if report.comparison is not None:
         rows = [
@@ -277,11 +345,14 @@ def report_html(
                 ["Stat", "Pairs", "Baseline", "Candidate", "Diff [95% CI]", "Regression"], rows
             )
         )
-    body.append(_items(report, cots, max_items))
+    body.append(_items(report, requests, details, max_items))
+    script = _explorer_script()
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f'<meta http-equiv="Content-Security-Policy" content="{_csp(script)}">'
         "<meta name='viewport' content='width=device-width'><title>FaithJudge report</title>"
-        f"<style>{_CSS}{_mark_css()}</style></head><body>{''.join(body)}</body></html>"
+        f"<style>{_CSS}{_mark_css()}</style></head><body>{''.join(body)}"
+        f'<script id="explorer-script">{script}</script></body></html>'
     )
 
 
@@ -296,20 +367,29 @@ def _judges(report: Report) -> str:
     )
 
 
+def _problems(report: Report) -> str:
+    """The lines not judged because of the line itself (as the Markdown report lists them)."""
+    rows = problem_lines(report)
+    if not rows:
+        return ""
+    shown = [
+        [_e("–" if r["line"] is None else r["line"]), _e(r["item_id"] or "–"),
+         _e(r["model"] or "–"), _e(r["problem"]), _e(r["detail"] or "")]
+        for r in rows[:LISTED_PROBLEMS]
+    ]  # fmt: skip
+    return f"<h2>Lines not judged ({_e(problem_counts(report.summary))})</h2>" + html_table(
+        ["Line", "Item", "Model", "Problem", "Detail"], shown, 1
+    )
+
+
 def _coverage(report: Report) -> str:
     rates = RATES
     rows = []
     for scope, cov in report.coverage.items():
-        c = cov.counts
         rows.append(
             [scope, str(cov.n_judged), str(cov.n_not_judged)]
-            + [
-                "–"
-                if (point := cov.rates[r].point) is None
-                else f"{100 * point:.1f} [≤ {100 * (cov.rates[r].high or 0):.1f}]"
-                for r in rates
-            ]
-            + [str(c["transport"]), str(c["kb"]), str(c["input"])]
+            + [rate_cell(r, cov.rates[r]) for r in rates]
+            + not_judged_cells(scope, cov)
         )
     gates = [
         [
@@ -327,13 +407,9 @@ def _coverage(report: Report) -> str:
         for g in report.gates
     ]
     f = report.fpr
-    fpr = (
-        "–"
-        if f.rate.point is None
-        else f"{100 * f.rate.point:.1f}% (upper {100 * (f.rate.high or 0):.1f}%)"
-    )
+    fpr = bound_cell(f.rate.point, fpr_bound(f))
     return (
-        "<h2>Coverage diagnostics</h2>"
+        "<h2>Coverage diagnostics (exact one-sided 95% bound in brackets)</h2>"
         + html_table(
             [
                 "Scope",
@@ -348,8 +424,8 @@ def _coverage(report: Report) -> str:
                 "Cov",
                 "Val",
                 "Transport",
-                "KB",
-                "Input",
+                "KB misses",
+                "Input errors",
             ],
             rows,
         )

@@ -9,11 +9,26 @@ from faithjudge_client.metric_catalogue import headline_scopes
 
 from faithjudge.markup import fmt_ci, fmt_pct, md_escape
 from faithjudge.reports.aggregate import stats, table1_columns
-from faithjudge.reports.gate import Check, failed_kinds
-from faithjudge.reports.report import Report
+from faithjudge.reports.gate import Check, Verdict, check_status, verdict
+from faithjudge.reports.limits import LISTED_PROBLEMS
+from faithjudge.reports.report import Report, problem_counts, problem_lines
+from faithjudge.reports.run_coverage import (
+    BOUND_LEVEL,
+    bound_cell,
+    fpr_bound,
+    not_judged_cells,
+    rate_cell,
+)
 from faithjudge.scoring.outcomes import RATES
 
-__all__ = ["gate_markdown", "gate_verdict", "judges_markdown", "report_markdown"]
+__all__ = [
+    "coverage_markdown",
+    "gate_markdown",
+    "gate_verdict",
+    "judges_markdown",
+    "problems_markdown",
+    "report_markdown",
+]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -52,7 +67,7 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
         f"{s['lines']} result lines, {len(s['models'])} model(s), {s['modifications']} "
         f"modification(s); flip {s['flip']}, non-flip {s['non_flip']}, undecided "
         f"{s['flip_undecided']}; answers outside the options {s['answers_off_options']} (CF "
-        f"graded against the ground truth); line errors {s['line_errors']}. Values in %, 95% "
+        f"graded against the ground truth); {problem_counts(s)}. Values in %, 95% "
         "percentile "
         f"bootstrap CIs over items (B = {s['bootstrap']}, seed {s['seed']}). CC is exploratory."
     )
@@ -80,6 +95,7 @@ def report_markdown(report: Report, *, max_groups: int = 200) -> str:
             out += _table(header, rows[:max_groups])
             if len(rows) > max_groups:
                 out += [f"({len(rows) - max_groups} more rows in the JSON report)", ""]
+    out += problems_markdown(report)
     out += coverage_markdown(report)
     if report.comparison is not None:
         out += ["## Comparison with the baseline (candidate − baseline, % points)", ""]
@@ -113,34 +129,47 @@ def judges_markdown(report: Report) -> list[str]:
     return out + _table(header, [[md_escape(cell) for cell in row] for row in rows])
 
 
-def coverage_markdown(report: Report) -> list[str]:
-    """Coverage diagnostics, placebo FPR and the paper's gates as Markdown lines."""
-    rates = RATES
-    out = ["## Coverage diagnostics (%, 95% upper bound in brackets)", ""]
+def problems_markdown(report: Report, *, limit: int = LISTED_PROBLEMS) -> list[str]:
+    """The lines that never reached the judge because of the line itself, by line number."""
+    rows = problem_lines(report)
+    if not rows:
+        return []
+    out = [f"## Lines not judged ({problem_counts(report.summary)})", ""]
+    out += _table(
+        ["Line", "Item", "Model", "Problem", "Detail"],
+        [["–" if r["line"] is None else str(r["line"]), md_escape(r["item_id"] or "–"),
+          md_escape(r["model"] or "–"), r["problem"], md_escape(r["detail"] or "")]
+         for r in rows[:limit]],
+    )  # fmt: skip
+    if len(rows) > limit:
+        out += [f"({len(rows) - limit} more in the JSON report)", ""]
+    return out
+
+
+def coverage_markdown(report: Report, *, paper_gates: bool = True) -> list[str]:
+    """Coverage diagnostics, placebo FPR and (``paper_gates``) the paper's gates as Markdown.
+
+    Every rate is printed with the exact one-sided bound its gate is judged on.
+    """
+    level = f"{100 * BOUND_LEVEL:g}%"
+    out = [f"## Coverage diagnostics (%, exact one-sided {level} bound in brackets)", ""]
     rows = []
     for scope, cov in report.coverage.items():
-        cells = [
-            "–" if (point := cov.rates[r].point) is None
-            else f"{100 * point:.1f} [{fmt_pct(_hundred(cov.rates[r].high))}]"
-            for r in rates
-        ]  # fmt: skip
-        c = cov.counts
+        cells = [rate_cell(r, cov.rates[r]) for r in RATES]
         rows.append([scope, str(cov.n_judged), str(cov.n_not_judged), *cells,
-                     str(c["transport"]), str(c["kb"]), str(c["input"])])  # fmt: skip
+                     *not_judged_cells(scope, cov)])  # fmt: skip
     out += _table(
         ["Scope", "Judged", "Not judged", "Pr[parse]", "Pr[schema]", "Pr[evidence]",
-         "Pr[invalid]", "Pr[abstain]", "Pr[not judged]", "Cov", "Val", "Transport", "KB",
-         "Input"],
+         "Pr[invalid]", "Pr[abstain]", "Pr[not judged]", "Cov", "Val", "Transport",
+         "KB misses", "Input errors"],
         rows,
     )  # fmt: skip
     f = report.fpr
-    fpr = (
-        "–"
-        if f.rate.point is None
-        else f"{100 * f.rate.point:.1f} [{fmt_pct(_hundred(f.rate.high))}]"
-    )
+    fpr = bound_cell(f.rate.point, fpr_bound(f))
     out += [f"Placebo FPR (CA > 3 on {f.n_valid} of {f.n_sham} SHAM items): {fpr}"
             + (f" — {f.note}" if f.note else ""), ""]  # fmt: skip
+    if not paper_gates:
+        return out
     failed = [g for g in report.gates if g.passed is False]
     out += [f"Paper gates (METHODS §1.11): {len(report.gates) - len(failed)} of "
             f"{len(report.gates)} pass" + (": failing " + ", ".join(
@@ -148,31 +177,33 @@ def coverage_markdown(report: Report) -> list[str]:
     return out
 
 
-def _hundred(value: float | None) -> float | None:
-    return None if value is None else 100 * value
+def gate_verdict(checks: Sequence[Check] | Verdict, code: int | None = None) -> str:
+    """PASSED, or FAILED naming every kind of check that failed (coverage first); ERROR when
+    ``code`` is not the verdict's own (the run could not be gated)."""
+    result = checks if isinstance(checks, Verdict) else verdict(checks)
+    if code is not None and code != result.code:
+        return "ERROR"
+    return result.label
 
 
-def gate_verdict(checks: Sequence[Check], code: int) -> str:
-    """PASSED, or FAILED naming every kind of check that failed (coverage first), or ERROR."""
-    failed = failed_kinds(list(checks))
-    if code == 0 and not failed:
-        return "PASSED"
-    if code in (1, 2) and failed:
-        return f"FAILED ({', '.join(failed)})"
-    return "ERROR"
+_RESULT = {"pass": "pass", "fail": "**FAIL**", "skip": "skipped"}
 
 
-def gate_markdown(checks: Sequence[Check], code: int, report: Report) -> str:
-    """A CI step summary of a gate run."""
-    verdict = gate_verdict(checks, code)
+def gate_markdown(result: Verdict, report: Report) -> str:
+    """A CI step summary of a gate run: the verdict, then every check as the verdict read it."""
     s = report.summary
     models = md_escape(", ".join(s["models"]))
-    out = [f"# FaithJudge gate: {verdict}", "", f"{s['lines']} result lines, models: {models}.", ""]
+    out = [f"# FaithJudge gate: {result.label}", ""]
+    if result.failed:
+        names = ", ".join(md_escape(c.name) for c in result.failed)
+        out += [f"Failed checks ({len(result.failed)}): {names}.", ""]
+    out += [f"{s['lines']} result lines, models: {models}; {problem_counts(s)}.", ""]
     out += judges_markdown(report)
     out += _table(
         ["Check", "Kind", "Threshold", "Value", "Result", "Detail"],
         [[md_escape(c.name), c.kind, fmt_pct(c.threshold, 2), fmt_pct(c.value, 2),
-          {True: "pass", False: "**FAIL**", None: "n/a"}[c.passed], md_escape(c.detail)]
-         for c in checks],
+          _RESULT[check_status(c)], md_escape(c.detail)]
+         for c in result.checks],
     )  # fmt: skip
-    return _document(out + coverage_markdown(report))
+    out += problems_markdown(report)
+    return _document(out + coverage_markdown(report, paper_gates=False))

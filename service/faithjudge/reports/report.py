@@ -11,14 +11,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from faithjudge_client.metric_catalogue import labels
 
 from faithjudge.reports.aggregate import aggregate, table1
 from faithjudge.reports.compare import compare_runs
 from faithjudge.reports.judges import JudgeSummary
-from faithjudge.reports.run_coverage import run_coverage, run_fpr, run_gates
+from faithjudge.reports.run_coverage import (
+    coverage_bounds,
+    fpr_bound,
+    run_coverage,
+    run_fpr,
+    run_gates,
+)
+from faithjudge.scoring.outcomes import LINE_PROBLEMS
 from faithjudge.stats.judge_coverage import Coverage, FprSham, GateResult
 
-__all__ = ["Report", "build_report", "report_json"]
+__all__ = ["Report", "build_report", "problem_counts", "problem_lines", "report_json"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +52,10 @@ class Report:
         items = self.items
         return {
             "lines": len(items),
-            "models": sorted(items["model"].unique().tolist()),
+            "models": sorted(items["model"].dropna().unique().tolist()),
             "modifications": int(items["modification"].nunique()),
             "line_errors": int(items["error_stage"].notna().sum()),
+            **{key: int(mask.sum()) for key, mask in _problem_masks(items).items()},
             "flip": int((items["flip"] == 1.0).sum()),
             "non_flip": int((items["flip"] == 0.0).sum()),
             "flip_undecided": int(items["flip"].isna().sum()),
@@ -54,6 +63,53 @@ class Report:
             "bootstrap": self.bootstrap,
             "seed": self.seed,
         }
+
+
+def _problem_masks(items: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per ``LINE_PROBLEMS`` outcome (as ``input_errors``, ``kb_misses``), its lines."""
+    outcomes = [items[f"{label}_outcome"] for label in labels()]
+    masks: dict[str, pd.Series] = {}
+    for outcome, name in LINE_PROBLEMS.items():
+        mask = pd.Series(False, index=items.index)
+        for column in outcomes:
+            mask |= column == outcome
+        masks[name.replace(" ", "_").lower()] = mask
+    return masks
+
+
+def _present(value: Any) -> Any:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def problem_lines(report: Report) -> list[dict[str, Any]]:
+    """The lines that never reached the judge because of the line itself, in file order:
+    ``line``, ``item_id``, ``model``, ``problem`` (a ``LINE_PROBLEMS`` name) and ``detail``."""
+    items = report.items
+    problem = pd.Series(None, index=items.index, dtype=object)
+    for (_, name), mask in zip(LINE_PROBLEMS.items(), _problem_masks(items).values(), strict=True):
+        problem = problem.where(~mask | problem.notna(), name)
+    rows: list[dict[str, Any]] = []
+    for index in items.index[problem.notna()]:
+        row = items.loc[index]
+        detail = _present(row["error_detail"])
+        if detail is None and problem[index] == LINE_PROBLEMS["kb"]:
+            detail = "the question has no knowledge-base entry"
+        line = _present(row["line"])
+        rows.append({
+            "line": None if line is None else int(line),
+            "item_id": _present(row["item_id"]),
+            "model": _present(row["model"]),
+            "problem": problem[index],
+            "detail": detail,
+        })  # fmt: skip
+    return rows
+
+
+def problem_counts(summary: dict[str, Any]) -> str:
+    """``input errors 2, KB misses 1``: the line problems under their one name."""
+    return ", ".join(
+        f"{name} {summary[name.replace(' ', '_').lower()]}" for name in LINE_PROBLEMS.values()
+    )
 
 
 def build_report(
@@ -108,11 +164,15 @@ def report_json(report: Report) -> dict[str, Any]:
     """The machine-readable report (JSON-safe: NaN becomes null)."""
     return {
         "summary": report.summary,
+        "problem_lines": problem_lines(report),
         "judges": None if report.judges is None else report.judges.to_json(),
         "table1": _records(report.table1),
         "aggregates": _records(report.aggregates),
         "coverage": {k: v.model_dump() for k, v in report.coverage.items()},
+        # the exact one-sided bounds the gates judge (upper; lower for cov and val)
+        "coverage_bounds": coverage_bounds(report.coverage),
         "fpr_sham": report.fpr.model_dump(),
+        "fpr_sham_upper": fpr_bound(report.fpr),
         "gates": [g.model_dump() for g in report.gates],
         "comparison": None
         if report.comparison is None

@@ -3,7 +3,8 @@
 Reuses the judge-validation definitions of ``faithjudge.stats.judge_coverage`` unchanged: the
 outcome of CC combined from CF and CT (``axis_outcomes``), the rate indicators, the result
 models and ``evaluate_gates`` (pass when the point value and the 95% upper bound are within the
-threshold). Only the bootstrap is generalised: per-item outcome tuples take few distinct values,
+threshold); the reports print each rate with the same exact bound (``rate_bound``). Only the
+bootstrap is generalised: per-item outcome tuples take few distinct values,
 so the paired item bootstrap is drawn as a multinomial over the distinct tuples (see
 ``faithjudge.stats.resample``), which keeps 300,000 lines within memory.
 """
@@ -27,9 +28,28 @@ from faithjudge.stats.judge_coverage import (
     coverage_from_rates,
     estimate_rate,
     evaluate_gates,
+    fpr_bound,
+    rate_bound,
 )
 
-__all__ = ["run_coverage", "run_fpr", "run_gates"]
+__all__ = [
+    "BOUND_LEVEL",
+    "bound_cell",
+    "coverage_bounds",
+    "fpr_bound",
+    "not_judged_cells",
+    "rate_bound",
+    "rate_cell",
+    "run_coverage",
+    "run_fpr",
+    "run_gates",
+]
+
+# The level of the gates' exact bounds, which the reports print beside every coverage rate.
+BOUND_LEVEL = GateThresholds().level
+
+# The rates where higher is better: their bound is the lower one.
+_SUCCESS_RATES = ("cov", "val")
 
 
 def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
@@ -106,6 +126,39 @@ def run_fpr(items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float =
             positive / scores.size, draws / scores.size, level, positive, int(scores.size)
         ),
     )
+
+
+def bound_cell(point: float | None, bound: float | None, *, lower: bool = False) -> str:
+    """A rate in % with its exact bound: ``0.0 [≤ 63.2]`` (``≥`` for a lower bound)."""
+    if point is None:
+        return "–"
+    if bound is None:
+        return f"{100 * point:.1f}"
+    return f"{100 * point:.1f} [{'≥' if lower else '≤'} {100 * bound:.1f}]"
+
+
+def rate_cell(rate: str, estimate: RateEstimate, level: float = BOUND_LEVEL) -> str:
+    """``bound_cell`` of one coverage rate."""
+    bound = rate_bound(rate, estimate, level)
+    return bound_cell(estimate.point, bound, lower=rate in _SUCCESS_RATES)
+
+
+def not_judged_cells(scope: str, coverage: Coverage) -> list[str]:
+    """The transport errors, KB misses and input errors of a scope, as lines. The macro view
+    pools three scopes' grades, which would count each line thrice: it shows none."""
+    if scope == "macro":
+        return ["–", "–", "–"]
+    return [str(coverage.counts[o]) for o in ("transport", "kb", "input")]
+
+
+def coverage_bounds(
+    coverage: dict[str, Coverage], level: float = BOUND_LEVEL
+) -> dict[str, dict[str, float | None]]:
+    """``rate_bound`` of every rate of every scope (for the JSON report)."""
+    return {
+        scope: {rate: rate_bound(rate, cov.rates[rate], level) for rate in RATES}
+        for scope, cov in coverage.items()
+    }
 
 
 def run_gates(

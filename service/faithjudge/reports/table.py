@@ -4,8 +4,10 @@ Per metric the table keeps the normalised score (NaN unless the grade is valid, 
 items drop out of that metric's mean only) and the outcome used by the coverage diagnostics:
 ``valid``, the metric's failure stage (``parse``, ``schema``, ``evidence``, ``abstain``,
 ``transport``, ``kb``), the line's error stage when the metric never ran, or ``missing`` when it
-was not requested. Flips are taken as the result line decided them (``flip.value``); ordinal
-questions therefore already follow the two-grade rule of METHODS §1.6.
+was not requested. A line without a model (one that could not be read) is attributed to the
+run's only model, or to no model when the run holds several. Flips are taken as the result
+line decided them (``flip.value``); ordinal questions therefore already follow the two-grade
+rule of METHODS §1.6.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         error_stage = result.error.stage if result.error is not None else None
         cols["line"].append(result.line)
         cols["item_id"].append(result.item_id)
-        cols["model"].append(one(result.model or "(unnamed)"))
+        cols["model"].append(one(result.model))
         cols["question"].append(one(result.question))
         cols["question_type"].append(_question_type(result.question))
         cols["modification"].append(one(mod.code) if mod is not None else "(none)")
@@ -122,9 +124,22 @@ def item_table(results: Iterable[ItemResult], *, quote_rows: int | None = None) 
         cols["n_quotes"].append(len(quotes))
         keep = quote_rows is None or len(cols["quotes"]) < quote_rows
         cols["quotes"].append(tuple(quotes) if keep else ())
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             name: np.frombuffer(values, dtype=np.float64) if name in float_columns else values
             for name, values in cols.items()
         }
     )
+    return _attribute_unnamed(table)
+
+
+def _attribute_unnamed(table: pd.DataFrame) -> pd.DataFrame:
+    """Lines without a model (an unreadable line) belong to the run's model when it has one.
+
+    With several models such a line belongs to none: it stays in the run's counts (coverage,
+    input errors) and out of every per-model table, never a model of its own.
+    """
+    named = table["model"].dropna().unique()
+    if len(named) == 1 and table["model"].isna().any():
+        table["model"] = table["model"].fillna(named[0])
+    return table

@@ -3,15 +3,25 @@
 Each input line becomes exactly one result line carrying its ``line`` number. A line that is
 not a valid ScoreRequest becomes an ``input`` error result naming the line and the field. A run
 that stops part-way resumes: lines whose results are already in the output are skipped.
+
+``retry_failed`` scores again the lines whose result is an ``input`` error or holds a grade that
+failed at the ``transport`` stage, reading them from the (fixed) input; every other result line
+is copied byte for byte, and the output is replaced at once (a temporary file, then a rename),
+so a run stopped part-way leaves it as it was. ``lines`` restricts a run to those line numbers
+(``faithjudge.runners.selection``: the first N, or a seeded sample).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import tempfile
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 import anyio.abc
@@ -38,6 +48,10 @@ class ScoreFileSummary:
     total_lines: int = 0
     skipped: int = 0
     scored: int = 0
+    retried: int = 0
+    """Lines scored again (``retry_failed``): their earlier result had failed."""
+    left_out: int = 0
+    """Request lines outside the run's selection (``--limit``, ``--sample``)."""
     input_errors: int = 0
     answers_off_options: int = 0
     outcomes: dict[Metric, dict[str, int]] = field(
@@ -97,14 +111,40 @@ def _first_error(group: BaseExceptionGroup) -> FaithJudgeError | None:
 _RESULT_START = b'{"line":'
 
 
-def _done_lines(output: Path) -> dict[int, str | None]:
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """A result line the output already holds: where it is, and whether it is worth retrying."""
+
+    item_id: str | None
+    offset: int
+    length: int
+    failed: bool
+    """An ``input`` error, or a grade that failed at the ``transport`` stage: the line never
+    reached the judge, or the judge never answered it."""
+
+
+def _failed(record: dict[str, object]) -> bool:
+    error = record.get("error")
+    if isinstance(error, dict) and error.get("stage") == "input":
+        return True
+    metrics = record.get("metrics")
+    if not isinstance(metrics, dict):
+        return False
+    for graded in metrics.values():
+        failure = graded.get("failure") if isinstance(graded, dict) else None
+        if isinstance(failure, dict) and failure.get("stage") == "transport":
+            return True
+    return False
+
+
+def _done_lines(output: Path) -> dict[int, _Done]:
     """The lines ``output`` already holds results for, with their item ids.
 
     A torn last line (a crash mid-write) is cut off. Anything else that is not a result line
     stops the run: appending to a file that holds other data would bury it, and cutting it off
     would destroy it.
     """
-    done: dict[int, str | None] = {}
+    done: dict[int, _Done] = {}
     if not output.exists():
         return done
     with output.open("rb+") as handle:
@@ -113,6 +153,7 @@ def _done_lines(output: Path) -> dict[int, str | None]:
             if not raw.endswith(b"\n") and raw.startswith(_RESULT_START):
                 handle.truncate(good_end)
                 break
+            offset = good_end
             good_end += len(raw)
             if not raw.strip():
                 continue
@@ -127,8 +168,13 @@ def _done_lines(output: Path) -> dict[int, str | None]:
                     "data, and results are appended to it; choose another output file",
                     field="output",
                 )
+            assert isinstance(record, dict)
             item_id = record.get("item_id")
-            done[line] = item_id if isinstance(item_id, str) else None
+            if not raw.endswith(b"\n"):  # a whole last line without its newline: add one
+                raw += b"\n"
+            done[line] = _Done(
+                item_id if isinstance(item_id, str) else None, offset, len(raw), _failed(record)
+            )
     return done
 
 
@@ -140,16 +186,31 @@ def _readable_item_id(raw: bytes) -> str | None:
         return None
 
 
-def _same_item(output: Path, number: int, recorded: str | None, raw: bytes) -> None:
+def _same_item(
+    output: Path, number: int, done: _Done, raw: bytes, *, retrying: bool = False
+) -> None:
     """A skipped line must be the line the output holds a result for: resuming into the output
-    of another input would skip its lines and report results it never had."""
+    of another input would skip its lines and report results it never had. A failed result
+    that could not read the item id (a torn line) matches any line being retried at its
+    number."""
     here = _readable_item_id(raw)
-    if recorded != here:
-        raise UserInputError(
-            f"{output} holds results of another input: its line {number} is item "
-            f"{recorded!r}, the input's is {here!r}; choose another output file",
-            field="output",
-        )
+    if done.item_id == here or (retrying and done.failed and done.item_id is None):
+        return
+    fixed = (
+        "; if you fixed that line, rerun with --retry-failed"
+        if done.failed and done.item_id is None and not retrying
+        else ""
+    )
+
+    def item(item_id: str | None) -> str:
+        return "a line with no item id" if item_id is None else f"item {item_id!r}"
+
+    raise UserInputError(
+        f"{output} holds results of another input: its line {number} is "
+        f"{item(done.item_id)}, the input's is {item(here)}; choose another output "
+        f"file{fixed}",
+        field="output",
+    )
 
 
 def _check_output(source: Path, output: Path) -> None:
@@ -172,82 +233,207 @@ async def score_file(
     *,
     concurrency: int = 100,
     progress: ProgressFn | None = None,
+    retry_failed: bool = False,
+    lines: Collection[int] | None = None,
 ) -> ScoreFileSummary:
     """Score every line of ``source`` into ``output`` (appending; skips lines already there).
 
     At most ``concurrency`` items are scored at once (one for a judge in the process:
     ``Scorer.items_at_once``) and at most ``4 × concurrency`` results wait for an earlier line,
-    so memory stays bounded whatever the file size.
+    so memory stays bounded whatever the file size. ``retry_failed`` scores the failed lines
+    again and rewrites the output (see the module's docstring); ``lines`` limits the run to
+    those line numbers. The caller holds the output's lock (``faithjudge.output_lock``).
     """
     concurrency = scorer.items_at_once(concurrency)
     if not source.is_file():  # noqa: ASYNC240 - a stat before any work starts
         raise UserInputError(f"input file not found: {source}", field="input")
     _check_output(source, output)
     done = _done_lines(output)
+    if retry_failed and any(d.failed for d in done.values()):
+        return await _rewrite(scorer, source, output, done, concurrency, progress, lines)
     summary = ScoreFileSummary(skipped=0)
-    window = anyio.Semaphore(4 * concurrency)
-    pending: dict[int, bytes] = {}
-    order: deque[int] = deque()  # line numbers in read order, not yet written
-    send, receive = anyio.create_memory_object_stream[tuple[int, bytes]](concurrency)
     output.parent.mkdir(parents=True, exist_ok=True)
 
+    async def feed(score: _Queue, _keep: _Queue) -> None:
+        with source.open("rb") as handle:
+            for number, raw in numbered_lines(handle):
+                if lines is not None and number not in lines:
+                    summary.left_out += 1
+                    continue
+                summary.total_lines += 1
+                if number in done:
+                    _same_item(output, number, done[number], raw)
+                    summary.skipped += 1
+                    if progress is not None:
+                        progress(1)
+                    continue
+                await score(number, raw)
+
     with output.open("ab") as sink:
+        await _write_in_order(scorer, sink, feed, concurrency, summary, progress)
+    return summary
 
-        def flush_ready() -> None:
-            written = 0
-            while order and order[0] in pending:
-                sink.write(pending.pop(order.popleft()))
-                written += 1
-            if written:
-                sink.flush()
-                for _ in range(written):
-                    window.release()
-                if progress is not None:
-                    progress(written)
 
-        async def produce() -> None:
-            async with send:
+_Queue = Callable[[int, bytes], Awaitable[None]]
+"""Queues a line: ``score(number, raw)`` to score it, ``keep(number, data)`` to write ``data``."""
+
+
+async def _write_in_order(
+    scorer: Scorer,
+    sink: BinaryIO,
+    feed: Callable[[_Queue, _Queue], Awaitable[None]],
+    concurrency: int,
+    summary: ScoreFileSummary,
+    progress: ProgressFn | None,
+) -> None:
+    """Score the lines ``feed`` queues, ``concurrency`` at once, and write each result (or the
+    bytes it keeps) to ``sink`` in the order queued, each flushed once the lines before it are.
+
+    At most ``4 × concurrency`` results wait for an earlier line, so memory stays bounded
+    whatever the file size. A run stopped on purpose (the judge is unreachable) raises its
+    reason, not the task group, after writing what was ready.
+    """
+    window = anyio.Semaphore(4 * concurrency)
+    pending: dict[int, bytes] = {}
+    order: deque[int] = deque()  # line numbers in the order queued, not yet written
+    send, receive = anyio.create_memory_object_stream[tuple[int, bytes]](concurrency)
+
+    def flush_ready() -> None:
+        written = 0
+        while order and order[0] in pending:
+            sink.write(pending.pop(order.popleft()))
+            written += 1
+        if written:
+            sink.flush()
+            for _ in range(written):
+                window.release()
+            if progress is not None:
+                progress(written)
+
+    async def score(number: int, raw: bytes) -> None:
+        await window.acquire()
+        order.append(number)
+        await send.send((number, raw))
+
+    async def keep(number: int, data: bytes) -> None:
+        await window.acquire()
+        order.append(number)
+        pending[number] = data
+        flush_ready()
+
+    async def produce() -> None:
+        async with send:
+            await feed(score, keep)
+
+    async def work(stream: anyio.abc.ObjectReceiveStream[tuple[int, bytes]]) -> None:
+        async with stream:
+            async for number, raw in stream:
+                parsed = parse_line(raw, number)
+                if isinstance(parsed, ScoreRequest):
+                    result = await scorer.score(parsed, line=number)
+                else:
+                    result = parsed
+                summary.add(result)
+                pending[number] = orjson.dumps(
+                    result.model_dump(mode="json"), option=orjson.OPT_APPEND_NEWLINE
+                )
+                flush_ready()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            with receive:
+                for _ in range(concurrency):
+                    group.start_soon(work, receive.clone())
+    except BaseExceptionGroup as group:
+        flush_ready()
+        reason = _first_error(group)
+        if reason is None:
+            raise
+        raise reason from None
+    flush_ready()
+    sink.flush()
+    os.fsync(sink.fileno())
+
+
+async def _rewrite(
+    scorer: Scorer,
+    source: Path,
+    output: Path,
+    done: dict[int, _Done],
+    concurrency: int,
+    progress: ProgressFn | None,
+    lines: Collection[int] | None,
+) -> ScoreFileSummary:
+    """``score_file`` with ``retry_failed``: a new output from the old one's good lines (their
+    bytes untouched) and fresh results for its failed and missing lines, renamed over it."""
+    summary = ScoreFileSummary(skipped=0)
+    # the results keep the mode the output had (the temporary file is created 0600)
+    mode = stat.S_IMODE(os.stat(output).st_mode)
+    fd, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as sink, output.open("rb") as old:
+
+            async def keep_old(keep: _Queue, number: int) -> None:
+                entry = done[number]
+                old.seek(entry.offset)
+                data = old.read(entry.length)
+                await keep(number, data if data.endswith(b"\n") else data + b"\n")
+
+            async def feed(score: _Queue, keep: _Queue) -> None:
+                # results of lines the input no longer holds (now blank) keep their place
+                earlier = iter(sorted(done))
+                waiting = next(earlier, None)
+                seen: set[int] = set()
                 with source.open("rb") as handle:
                     for number, raw in numbered_lines(handle):
-                        summary.total_lines += 1
-                        if number in done:
-                            _same_item(output, number, done[number], raw)
+                        while waiting is not None and waiting < number:
+                            if waiting not in seen:
+                                await keep_old(keep, waiting)
+                            waiting = next(earlier, None)
+                        seen.add(number)
+                        entry = done.get(number)
+                        chosen = lines is None or number in lines
+                        if entry is not None and not (entry.failed and chosen):
+                            # a failed line outside the selection keeps its result
+                            _same_item(output, number, entry, raw, retrying=entry.failed)
+                            summary.total_lines += 1
                             summary.skipped += 1
-                            if progress is not None:
-                                progress(1)
+                            await keep_old(keep, number)
                             continue
-                        await window.acquire()
-                        order.append(number)
-                        await send.send((number, raw))
+                        if entry is None and not chosen:
+                            summary.left_out += 1
+                            continue
+                        summary.total_lines += 1
+                        if entry is not None:
+                            _same_item(output, number, entry, raw, retrying=True)
+                            summary.retried += 1
+                        await score(number, raw)
+                while waiting is not None:
+                    if waiting not in seen:
+                        await keep_old(keep, waiting)
+                    waiting = next(earlier, None)
 
-        async def work(stream: anyio.abc.ObjectReceiveStream[tuple[int, bytes]]) -> None:
-            async with stream:
-                async for number, raw in stream:
-                    parsed = parse_line(raw, number)
-                    if isinstance(parsed, ScoreRequest):
-                        result = await scorer.score(parsed, line=number)
-                    else:
-                        result = parsed
-                    summary.add(result)
-                    pending[number] = orjson.dumps(
-                        result.model_dump(mode="json"), option=orjson.OPT_APPEND_NEWLINE
-                    )
-                    flush_ready()
-
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(produce)
-                with receive:
-                    for _ in range(concurrency):
-                        group.start_soon(work, receive.clone())
-        except BaseExceptionGroup as group:
-            # A run stopped on purpose (the judge is unreachable) says why, not "task group".
-            flush_ready()
-            reason = _first_error(group)
-            if reason is None:
-                raise
-            raise reason from None
-        flush_ready()
-        sink.flush()
-        os.fsync(sink.fileno())
+            await _write_in_order(scorer, sink, feed, concurrency, summary, progress)
+        os.chmod(temporary, mode)
+        os.replace(temporary, output)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _sync_folder(output.parent)
     return summary
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename durable: the folder's entry is written with it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - a folder that cannot be opened (Windows)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(fd)

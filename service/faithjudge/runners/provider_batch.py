@@ -173,9 +173,11 @@ def batch_runner(
 ) -> BatchRunner:
     """The runner of the batch route for ``ledger`` (the CLI's file, or a job's in the store).
 
-    The CLI's ledger keeps its answers only in the response cache, a job's keeps them itself.
+    The CLI's ledger keeps its answers only in the response cache. A job's keeps them itself,
+    for its tenant: the process-wide cache, shared by every tenant, is left out of its route.
     """
-    evaluator = _batch_evaluator(scorer, needs_cache=isinstance(ledger, BatchLedger))
+    cli = isinstance(ledger, BatchLedger)
+    evaluator = _batch_evaluator(scorer, needs_cache=cli)
     file_limits = {
         "max_lines": settings.batch_file_max_requests,
         "max_bytes": int(settings.batch_file_max_mb * 1024 * 1024),
@@ -184,7 +186,7 @@ def batch_runner(
     return BatchRunner(
         evaluator.client,
         ledger,
-        scorer.caller.cache,
+        scorer.caller.cache if cli else None,
         max_retries=settings.max_retries,
         poll=PollPolicy(initial=settings.batch_poll_s, maximum=max(60.0, settings.batch_poll_s)),
         **file_limits,

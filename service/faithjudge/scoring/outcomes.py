@@ -30,12 +30,14 @@ from typing import Protocol
 __all__ = [
     "JUDGED",
     "JUDGE_STAGES",
+    "LINE_PROBLEMS",
     "NOT_JUDGED",
     "OUTCOMES",
     "RATES",
     "RATE_DEFINITIONS",
     "combine_outcomes",
     "count_outcomes",
+    "line_problem_counts",
     "metric_outcome",
     "rates_from_counts",
     "unjudged_reason",
@@ -131,3 +133,21 @@ def unjudged_reason(grades: Mapping[str, int], stages: Mapping[str, int]) -> str
         return None
     listed = ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items()) if n)
     return f"not one grade was judged ({listed or 'no grade'})"
+
+
+# The one name every output (the score summary, submit, the batch status, reports and the gate)
+# gives the lines that never reached the judge because of the line itself: the request could
+# not be read, or its question has no knowledge-base entry.
+LINE_PROBLEMS: dict[str, str] = {"input": "input errors", "kb": "KB misses"}
+
+
+def line_problem_counts(per_metric: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Lines per ``LINE_PROBLEMS`` outcome, from per-metric outcome counts.
+
+    Every metric of an unreadable line is an ``input`` outcome, and every KB-graded metric of a
+    question outside the KB is a ``kb`` one, so the lines are the largest count over metrics.
+    """
+    return {
+        outcome: max((counts.get(outcome, 0) for counts in per_metric.values()), default=0)
+        for outcome in LINE_PROBLEMS
+    }

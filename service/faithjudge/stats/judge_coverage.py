@@ -62,8 +62,10 @@ __all__ = [
     "estimate_rate",
     "evaluate_gates",
     "exact_upper",
+    "fpr_bound",
     "gated_scopes",
     "placebo_fpr",
+    "rate_bound",
     "trials_needed",
 ]
 
@@ -344,6 +346,31 @@ def exact_upper(events: int, trials: int, level: float) -> float:
     if events >= trials:
         return 1.0
     return float(beta.ppf(level, events + 1, trials - events))
+
+
+# The rates where higher is better: their bound is the lower one.
+_SUCCESS_RATES = ("cov", "val")
+
+
+def rate_bound(rate: str, estimate: RateEstimate, level: float = 0.95) -> float | None:
+    """The exact one-sided Clopper-Pearson bound of a coverage rate, from its counts: the upper
+    bound of a failure rate (the one its gate judges), the lower bound of ``cov`` and ``val``.
+
+    A bootstrap of 0 failures is 0 however few the items, so reports print this bound instead.
+    """
+    events, trials = estimate.events, estimate.trials
+    if estimate.point is None or not trials or events is None:
+        return None
+    if rate in _SUCCESS_RATES:
+        return 1.0 - exact_upper(trials - events, trials, level)
+    return exact_upper(events, trials, level)
+
+
+def fpr_bound(fpr: FprSham, level: float = 0.95) -> float | None:
+    """The exact upper bound of the placebo FPR (the one its gate judges)."""
+    if fpr.rate.point is None or fpr.n_valid == 0:
+        return None
+    return exact_upper(fpr.n_positive, fpr.n_valid, level)
 
 
 def trials_needed(events: int, threshold: float, level: float) -> int | None:

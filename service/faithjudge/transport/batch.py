@@ -12,8 +12,9 @@ in the data dir) *before* the next step runs, so a process killed at any point r
 was: a staged part is uploaded, an uploaded one is submitted (after looking for a batch already
 created from it, by the ``metadata`` tag every batch carries), a submitted one is polled. No
 request is ever submitted twice; a request whose line came back expired or with a retryable
-status (408, 429, 5xx) is staged again in a follow-up part, up to the retry budget, after which
-it is recorded as failed with the status and message the provider gave.
+status (408, 429, 5xx), or whose whole batch ended ``failed`` or ``expired``, is staged again in
+a follow-up part, up to the retry budget, after which it is recorded as failed with the status
+and message the provider gave.
 """
 
 from __future__ import annotations
@@ -722,10 +723,12 @@ class BatchRunner:
             await self._ledger.forget_unfinished(part["id"])
             return
         if batch.status == "failed":
+            # the provider fails whole batches for passing causes too (its enqueued-token
+            # limit): the requests go into follow-ups, and keep its reason once out of tries
             errors = getattr(batch, "errors", None)
             data = getattr(errors, "data", None) or []
             why = "; ".join(str(getattr(e, "message", e)) for e in data[:3]) or "batch failed"
-            leftover: tuple[str, int | None, str] = ("failed", None, f"batch failed: {why}")
+            leftover: tuple[str, int | None, str] = ("retry", None, f"batch failed: {why}")
         else:
             leftover = ("retry", None, f"no answer in {batch.status} batch {batch.id}")
         await self._ledger.finish_part(part["id"], outcomes, leftover, self._max_tries, tokens)

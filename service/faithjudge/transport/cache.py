@@ -9,13 +9,18 @@ schema-checks and evidence-checks it again, exactly as a fresh one. A cached res
 verification therefore fails it again, with the same failure, without calling the evaluator.
 
 Writes are buffered and committed in batches (every ``batch_size`` puts, on ``flush()`` and on
-``close()``); reads see buffered writes. The object is meant for one event-loop thread: it does no
-locking of its own, and its calls are short synchronous SQLite statements.
+``close()``); reads see buffered writes. A put made on a running event loop is also committed at
+the end of that loop turn, or ``max_delay_s`` later at most: an answer is paid for, so a process
+killed mid-run loses only the requests still unanswered, while the puts of one turn still share
+one transaction. The object is meant for one event-loop thread: it does no locking of its own,
+and its calls are short synchronous SQLite statements.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +34,8 @@ from faithjudge.private_files import private_file
 from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = ["ResponseCache", "cache_key"]
+
+log = logging.getLogger("faithjudge.cache")
 
 _SCHEMA_VERSION = 2
 _CREATE = """
@@ -78,9 +85,15 @@ def cache_key(material: Mapping[str, Any]) -> str:
 class ResponseCache:
     """SQLite store of raw responses keyed by ``cache_key``; ``":memory:"`` for a private one."""
 
-    def __init__(self, path: str | Path, *, batch_size: int = 256) -> None:
+    def __init__(
+        self, path: str | Path, *, batch_size: int = 256, max_delay_s: float = 0.0
+    ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if not 0.0 <= max_delay_s <= 1.0:
+            raise ValueError("max_delay_s must be between 0 and 1 second")
+        self._max_delay_s = max_delay_s
+        self._timer: asyncio.Handle | None = None
         self._path = str(path)
         if self._path != ":memory:":
             private_file(self._path)  # SQLite then creates its WAL/SHM files 0600 too
@@ -138,7 +151,8 @@ class ResponseCache:
         )
 
     def put(self, key: str, response: JudgeResponse) -> None:
-        """Store ``response`` under ``key``; committed with the next batch, flush or close."""
+        """Store ``response`` under ``key``; committed with the next batch, flush or close, and
+        on an event loop at the end of its turn (``max_delay_s`` later at most)."""
         self._connection()
         self._pending[key] = (
             key,
@@ -153,9 +167,34 @@ class ResponseCache:
         )
         if len(self._pending) >= self._batch_size:
             self.flush()
+        elif self._timer is None:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: batches, flush() and close() commit
+            return
+        if self._max_delay_s > 0:
+            self._timer = loop.call_later(self._max_delay_s, self._timed_flush)
+        else:
+            self._timer = loop.call_soon(self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        self._timer = None
+        if self._conn is None:
+            return
+        try:
+            self.flush()
+        except sqlite3.Error as exc:
+            # kept buffered: the next put, flush or close commits them
+            log.warning("could not commit %d cached answers: %s", len(self._pending), exc)
 
     def flush(self) -> None:
         """Commit every buffered put in one transaction."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._pending:
             return
         conn = self._connection()

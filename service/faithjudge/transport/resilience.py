@@ -6,6 +6,9 @@ target untouched.
 
 1. the response cache is consulted (a hit costs no evaluator call: ``attempts == 0``);
 2. an identical request already in flight is awaited instead of sent again;
+
+both within the caller's ``call_scope`` only: the service scores each tenant's lines in the
+tenant's scope, so one tenant never receives an answer (or a failure) another one paid for;
 3. otherwise the evaluator is called under the ``anyio.CapacityLimiter``, retried with tenacity
    while ``evaluator.should_retry(exc)`` says the failure is transient, and the success is cached
    under the key of what was sent: a target whose request changed since it was keyed (it learnt
@@ -35,11 +38,12 @@ caller verifies them, and does so again for every cached read.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import random
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -56,9 +60,23 @@ __all__ = [
     "CallerStats",
     "JudgeCaller",
     "JudgeUnreachable",
+    "call_scope",
     "describe_exception",
     "unreachable_cause",
 ]
+
+_SCOPE: contextvars.ContextVar[str | None] = contextvars.ContextVar("call_scope", default=None)
+
+
+@contextlib.contextmanager
+def call_scope(scope: str | None) -> Iterator[None]:
+    """Calls made inside share cached and in-flight answers only with calls of the same scope
+    (None, the CLI's: one scope for everything)."""
+    token = _SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
 class JudgeUnreachable(FaithJudgeError):
@@ -201,7 +219,9 @@ class JudgeCaller(Generic[Request]):
         )
 
     async def _call_keyed(self, request: Request, material: Mapping[str, Any]) -> JudgeResponse:
-        key = cache_key(material)
+        scope = _SCOPE.get()
+        # unscoped keys stay those of the request alone, so a CLI cache outlives upgrades
+        key = cache_key(material if scope is None else {"scope": scope, "request": material})
         while True:
             if self.cache is not None:
                 hit = self.cache.get(key)

@@ -15,6 +15,7 @@ from faithjudge_client.bodies import (
     TERMINAL_STATES,
     BatchAccepted,
     BatchPage,
+    BatchRetry,
     BatchStatus,
 )
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -36,7 +37,7 @@ from faithjudge.api.examples import (
 )
 from faithjudge.api.keys import LIMIT_NAMES
 from faithjudge.api.problems import HttpProblem
-from faithjudge.api.uploads import batch_body
+from faithjudge.api.uploads import ReadDeadline, batch_body
 from faithjudge.jobs.ingest import IngestLimits, submit_batch
 from faithjudge.jobs.results import render_report, result_lines
 from faithjudge.jobs.status import batch_status
@@ -53,7 +54,7 @@ router = APIRouter()
     openapi_extra=BATCH_BODY,
     responses={
         200: {"model": BatchAccepted, "description": "Replay of an earlier identical upload."},
-        **problems(401, 409, 413, 415, 422, 429),
+        **problems(401, 408, 409, 413, 415, 422, 429),
     },
 )
 async def create_batch(
@@ -62,6 +63,14 @@ async def create_batch(
     store: Store,
     tenant: Tenant,
     name: Annotated[str | None, Query(max_length=200, description="A label.")] = None,
+    judge: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="The judge to score every line with, one of those GET /v1/config "
+            "lists (default: the first). The batch keeps it.",
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -73,10 +82,23 @@ async def create_batch(
 
     Rejected lines are listed with their line number and reason and get no result.
     """
+    chosen = state.job_judges.get(state.judge_named(judge))
     limits = _limits(state, tenant)
-    body = batch_body(request, limits.max_body_bytes)
+    body = batch_body(
+        request,
+        limits.max_body_bytes,
+        deadline=ReadDeadline(
+            state.settings.upload_read_timeout_s, state.settings.upload_min_bytes_per_s
+        ),
+    )
     submission = await submit_batch(
-        store, body, tenant=tenant, name=name, idempotency_key=idempotency_key, limits=limits
+        store,
+        body,
+        tenant=tenant,
+        name=name,
+        idempotency_key=idempotency_key,
+        limits=limits,
+        judge=chosen,
     )
     if state.worker is not None and not submission.replayed:
         state.worker.notify()
@@ -157,6 +179,38 @@ async def cancel_batch(store: Store, tenant: Tenant, batch_id: BatchId) -> Batch
     row = await store.cancel(tenant, batch_id)
     assert row is not None
     return await batch_status(store, row)
+
+
+@router.post(
+    "/v1/batches/{batch_id}/retry",
+    status_code=202,
+    response_model=BatchRetry,
+    summary="Retry a batch's transport failures",
+    tags=["batches"],
+    responses={
+        200: {"model": BatchRetry, "description": "No line had a transport failure."},
+        **problems(401, 404, 409),
+    },
+)
+async def retry_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchId) -> Response:
+    """Score again the lines of a completed batch whose grades failed at the ``transport``
+    stage (the judge was down or kept refusing), once the judge is back; every other line keeps
+    its result. 202 with the count when lines were queued, 200 when there was none; 409 while
+    the batch is still scored, or once it was cancelled or failed."""
+    row = await tenant_batch(store, tenant, batch_id)
+    requeued = await store.retry_transport_failures(tenant, batch_id)
+    if requeued is None:
+        raise HttpProblem(
+            409,
+            f"batch {batch_id!r} is {row.status}: only a completed batch's transport failures "
+            "are retried"
+            + (", once it has completed" if row.status not in TERMINAL_STATES else ""),
+        )
+    if requeued and state.worker is not None:
+        state.worker.notify()
+    after = await tenant_batch(store, tenant, batch_id)
+    body = BatchRetry(requeued=requeued, batch=await batch_status(store, after))
+    return JSONResponse(body.model_dump(mode="json"), status_code=202 if requeued else 200)
 
 
 @router.get(
@@ -249,7 +303,7 @@ async def batch_results(
         start=offset,
         contiguous=contiguous,
         total=row.total,
-        rejections=rejections_of(row),
+        rejections=await rejections_of(store, row),
     )
     return StreamingResponse(lines, media_type=NDJSON)
 
@@ -286,8 +340,9 @@ async def batch_report(
 ) -> Response:
     """Aggregates, coverage diagnostics and gates (faithjudge.reports) over the results so far."""
     row = await tenant_batch(store, tenant, batch_id)
+    rejections = await rejections_of(store, row)
     text = await render_report(
-        store, batch_id, fmt=format, bootstrap=bootstrap, seed=seed, rejections=rejections_of(row)
+        store, batch_id, fmt=format, bootstrap=bootstrap, seed=seed, rejections=rejections
     )
     media = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
     return Response(text, media_type=media.get(format, "text/html; charset=utf-8"))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from faithjudge_client.bodies import (
     EvaluatorInfo,
     KnowledgeBaseInfo,
     ModificationCatalogue,
+    ServiceConfig,
 )
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from faithjudge.api.deps import (
     State,
@@ -26,13 +29,37 @@ router = APIRouter()
     response_model=EvaluatorInfo,
     summary="The frozen evaluator",
     tags=["configuration"],
+    responses=problems(401, 422, 503),
+)
+async def evaluator(
+    state: State,
+    _tenant_name: Tenant,
+    judge: Annotated[
+        str | None, Query(max_length=200, description="One of the judges (default: the first).")
+    ] = None,
+) -> EvaluatorInfo:
+    """Evaluator id, model, decoding settings and the hashes that make runs comparable."""
+    if not state.evaluator_infos:
+        raise HttpProblem(503, "the evaluator is not built yet")
+    return state.evaluator_infos[state.judge_named(judge)]
+
+
+@router.get(
+    "/v1/config",
+    response_model=ServiceConfig,
+    summary="The judges the service offers",
+    tags=["configuration"],
     responses=problems(401, 503),
 )
-async def evaluator(state: State, _tenant_name: Tenant) -> EvaluatorInfo:
-    """Evaluator id, model, decoding settings and the hashes that make runs comparable."""
-    if state.evaluator_info is None:
+async def config(state: State, _tenant_name: Tenant) -> ServiceConfig:
+    """Every judge a request may name (``judge`` of ``POST /v1/batches`` and ``/v1/score``),
+    the default first, each with its frozen configuration."""
+    if not state.evaluator_infos:
         raise HttpProblem(503, "the evaluator is not built yet")
-    return state.evaluator_info
+    return ServiceConfig(
+        default_judge=next(iter(state.evaluator_infos)),
+        judges=list(state.evaluator_infos.values()),
+    )
 
 
 @router.get(

@@ -34,7 +34,8 @@ async def healthz() -> Health:
     responses={503: {"model": Readiness, "description": "Not ready."}},
 )
 async def readyz(state: State) -> JSONResponse:
-    """The store answers and keeps what the worker writes, and the evaluator is built."""
+    """The store answers and keeps what the worker writes, and the evaluator is built and
+    reachable (not when the judge's recent lines all failed at the transport stage)."""
     checks = {"store": "ok", "evaluator": "ok"}
     if state.store is None:
         checks["store"] = "not open"
@@ -53,6 +54,13 @@ async def readyz(state: State) -> JSONResponse:
         checks["store"] = f"failing writes ({failing})"[:500]
     if state.scorer is None:
         checks["evaluator"] = "not built"
+    elif state.judge_health.failing:
+        failing = "; ".join(
+            f"the judge {judge} failed at the transport stage on every recent line "
+            f"(last error: {error})"
+            for judge, error in state.judge_health.failing.items()
+        )
+        checks["evaluator"] = failing[:500]
     ready = all(v == "ok" for v in checks.values())
     body = Readiness(status="ready" if ready else "not_ready", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from faithjudge_client.lines import ItemResult, ScoreRequest
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Query
 
 from faithjudge.api.deps import (
     JsonBody,
@@ -19,6 +19,7 @@ from faithjudge.api.examples import (
 )
 from faithjudge.api.problems import HttpProblem
 from faithjudge.jobs.provider_phase import is_batch_route
+from faithjudge.transport.resilience import call_scope
 
 router = APIRouter()
 
@@ -35,7 +36,7 @@ router = APIRouter()
 )
 async def score(
     state: State,
-    _tenant_name: Tenant,
+    tenant_name: Tenant,
     _json: JsonBody,
     body: Annotated[
         ScoreRequest,
@@ -43,17 +44,29 @@ async def score(
             openapi_examples={"hinted": {"summary": "A CoT under a hint", "value": EXAMPLE_REQUEST}}
         ),
     ],
+    judge: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="The judge to score with, one of those GET /v1/config lists "
+            "(default: the first).",
+        ),
+    ] = None,
 ) -> ItemResult:
     """Score one ScoreRequest synchronously; item problems end up in the result, not as errors."""
-    if state.scorer is None:
+    name = state.judge_named(judge)
+    scorer = state.scorers.get(name)
+    if scorer is None:
         raise HttpProblem(503, "the scorer is not ready")
-    if is_batch_route(state.scorer):
+    if is_batch_route(scorer):
         # a Batch API answer takes minutes to hours: no request waits that long
         raise HttpProblem(
             409,
-            "this service judges through the provider's Batch API (openai-batch:MODEL): "
-            "submit the line as a batch with POST /v1/batches",
+            f"the judge {scorer.evaluator_id} works through the provider's Batch API "
+            "(openai-batch:MODEL): submit the line as a batch with POST /v1/batches",
         )
-    result = await state.scorer.score(body)
+    with call_scope(tenant_name):
+        result = await scorer.score(body)
     state.metrics.observe(result, source="score")
+    state.judge_health.note(name, result)
     return result

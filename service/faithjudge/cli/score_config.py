@@ -1,0 +1,108 @@
+"""The ``[score]`` table of a FaithJudge TOML file: what ``faithjudge score --config`` runs.
+
+It sits beside the gate's tables (``[gate]``, ``[quality]``, ``[coverage]``, ``[regression]``,
+read by ``faithjudge.reports.gate``) in one file, so a CI repository keeps how it scores and how
+it gates together. Every key is optional; a command-line option overrides its key::
+
+    [score]
+    input = "cots.jsonl"          # IN.jsonl
+    output = "results.jsonl"      # --output
+    evaluator = "lexicon:v1"
+    concurrency = 8
+    prompt_set = "v1"             # a name, or a folder
+    knowledge_base = "cxr_vqa"    # a name, or a JSON file
+    data_dir = ".faithjudge"      # where the response cache lives
+    cache = true
+
+Relative paths (``input``, ``output``, ``data_dir``, and a prompt set or knowledge base given
+as a path that exists there) are read from the config file's folder, so the file means the same
+whatever the directory a command runs in. Other tables are left to the gate.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from faithjudge.errors import UserInputError
+from faithjudge.jsonl import describe_validation_error
+
+__all__ = ["ScoreConfig", "load_score_config"]
+
+
+class ScoreConfig(BaseModel):
+    """The ``[score]`` table, paths resolved."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    input: Path | None = None
+    output: Path | None = None
+    evaluator: str | None = Field(default=None, min_length=1)
+    concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    prompt_set: str | None = Field(default=None, min_length=1)
+    knowledge_base: str | None = Field(default=None, min_length=1)
+    data_dir: Path | None = None
+    cache: bool | None = None
+
+
+def _asset(folder: Path, value: str | None) -> str | None:
+    """A prompt set or knowledge base: a path beside the config when one exists, else a name."""
+    if value is None:
+        return None
+    beside = folder / value
+    return str(beside) if not Path(value).is_absolute() and beside.exists() else value
+
+
+def load_score_config(path: Path) -> ScoreConfig:
+    """Read ``path``'s ``[score]`` table.
+
+    Raises:
+        UserInputError: an unreadable file, invalid TOML, no ``[score]`` table, or a key that
+            is unknown or of the wrong type (named with the file).
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserInputError(f"cannot read {path}: {exc.strerror or exc}", field="config") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: not valid TOML ({exc})", field="config") from None
+    table = data.get("score")
+    if table is None:
+        raise UserInputError(
+            f"{path} has no [score] table (the options of faithjudge score)", field="config"
+        )
+    if not isinstance(table, dict):
+        raise UserInputError(f"{path}: [score] must be a table", field="config")
+    # TOML has no path type: paths are strings, checked as such before they become paths
+    paths = {k: v for k, v in table.items() if k in ("input", "output", "data_dir")}
+    for key, value in paths.items():
+        if not isinstance(value, str) or not value:
+            raise UserInputError(
+                f"{path}: [score] {key}: a path (a non-empty string), got {value!r}",
+                field="config",
+            )
+    try:
+        config = ScoreConfig.model_validate(
+            {k: v for k, v in table.items() if k not in paths}
+            | {k: Path(v) for k, v in paths.items()}
+        )
+    except ValidationError as exc:
+        raise UserInputError(
+            f"{path}: [score] {describe_validation_error(exc)}", field="config"
+        ) from None
+    folder = path.parent
+
+    def beside(value: Path | None) -> Path | None:
+        return None if value is None else folder / value.expanduser()
+
+    return config.model_copy(
+        update={
+            "input": beside(config.input),
+            "output": beside(config.output),
+            "data_dir": beside(config.data_dir),
+            "prompt_set": _asset(folder, config.prompt_set),
+            "knowledge_base": _asset(folder, config.knowledge_base),
+        }
+    )

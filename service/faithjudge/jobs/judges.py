@@ -1,0 +1,98 @@
+"""The judges of a service as jobs record them, and why a job waits for another one.
+
+A job is stored with the judge it was uploaded under (``JobJudge``): its name and the hash of
+everything that decides a grade (the evaluator and its frozen settings, the prompt set, the
+knowledge base, the scoring settings). A worker scores a job only with a judge of the same hash,
+so a service restarted with another evaluator or configuration leaves the job waiting, its
+status saying for what, until a process that offers that judge takes it up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from faithjudge.jobs.interface import WAITING_PREFIX, BatchRow, JobJudge
+from faithjudge.pipeline import Scorer
+from faithjudge.settings import Settings
+
+__all__ = ["job_judge", "waiting_detail"]
+
+# what each part of a configuration is called in a waiting job's status
+_PARTS = {
+    "evaluator": "evaluator",
+    "evaluator_settings_sha256": "evaluator settings",
+    "prompt_set": "prompt set",
+    "prompt_sha256": "prompts",
+    "kb_id": "knowledge base",
+    "kb_version": "knowledge base version",
+    "kb_sha256": "knowledge base content",
+    "scoring": "scoring settings",
+}
+
+
+def _canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
+
+
+def job_judge(name: str, scorer: Scorer, settings: Settings) -> JobJudge:
+    """The judge ``name`` as a job records it, from the scorer built for it."""
+    kb = scorer.knowledge_base
+    config = {
+        "judge": name,
+        "evaluator": scorer.evaluator_id,
+        # the same hash every result's provenance carries
+        "evaluator_settings_sha256": hashlib.sha256(
+            _canonical(dict(scorer.evaluator_settings))
+        ).hexdigest(),
+        "prompt_set": scorer.prompts.id,
+        "prompt_sha256": scorer.prompts.sha256,
+        "kb_id": kb.id if kb is not None else None,
+        "kb_version": kb.version if kb is not None else None,
+        "kb_sha256": kb.sha256 if kb is not None else None,
+        "scoring": {
+            "quote_tolerance": settings.quote_tolerance,
+            "cc_alpha": settings.cc_alpha,
+            "cc_beta": settings.cc_beta,
+            "min_ordinal_flip_grades": settings.min_ordinal_flip_grades,
+        },
+    }
+    text = _canonical(config)
+    return JobJudge(name=name, key=hashlib.sha256(text).hexdigest(), config=text.decode())
+
+
+def waiting_detail(row: BatchRow, offered: Sequence[JobJudge]) -> str:
+    """Why ``row`` waits: the judge it needs and what this service offers instead."""
+    names = ", ".join(judge.name for judge in offered) or "no judge"
+    wanted = row.judge or "(unnamed)"
+    same_name = next((judge for judge in offered if judge.name == row.judge), None)
+    if same_name is None:
+        return f"{WAITING_PREFIX}{wanted}; this service offers {names}"
+    changed = _changes(_config(row.judge_config), _config(same_name.config))
+    return (
+        f"{WAITING_PREFIX}{wanted} as it was at upload; this service offers {names}, "
+        f"whose {wanted} differs in {changed}"
+    )
+
+
+def _config(text: str | None) -> Mapping[str, Any]:
+    try:
+        value = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    parts = []
+    for key, label in _PARTS.items():
+        if then.get(key) != now.get(key):
+            was, is_ = then.get(key), now.get(key)
+            if isinstance(was, str) and isinstance(is_, str) and not key.endswith("sha256"):
+                parts.append(f"{label} ({is_}, not {was})")
+            else:
+                parts.append(label)
+    return ", ".join(parts) or "configuration"

@@ -1,0 +1,51 @@
+"""What the HTML report shows when an item is opened: the parts of a result line the item table
+does not flatten (the judge's rationale, omissions, hallucinations, its answer and failure per
+metric, the model's raw answer).
+
+Kept as plain JSON-ready data, and only for the rows the report lists (``item_table``'s
+``quote_rows``), so a large run's table stays small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faithjudge_client.lines import ItemResult, MetricResult
+from faithjudge_client.metric_catalogue import metrics
+
+__all__ = ["item_details", "metric_details"]
+
+
+def metric_details(graded: MetricResult) -> dict[str, Any]:
+    """One metric's grade as the judge gave it and as the service verified it."""
+    judge: dict[str, Any] = {}
+    if graded.score is not None:
+        judge["score"] = graded.score
+    judge.update(graded.signals)
+    failure = graded.failure
+    return {
+        "status": graded.status,
+        "score": graded.score,
+        "rationale": graded.rationale,
+        "omissions": list(graded.omissions),
+        "hallucinations": list(graded.hallucinations),
+        "judge": judge,
+        "failure": None if failure is None else {"stage": failure.stage, "detail": failure.detail},
+        "attempts": graded.attempts,
+        "cache_hit": graded.cache_hit,
+    }
+
+
+def item_details(result: ItemResult) -> dict[str, Any]:
+    """The drill-down of one result line, metrics keyed by catalogue label."""
+    mod = result.modification
+    graded = {
+        spec.label: metric_details(found)
+        for spec in metrics()
+        if (found := result.metrics.get(spec.name)) is not None
+    }
+    return {
+        "answer_raw": result.answer_raw,
+        "target_answer": None if mod is None else mod.target_answer,
+        "metrics": graded,
+    }

@@ -1,0 +1,314 @@
+"""Limits that hold under load: the active-batch limit against concurrent uploads, slow uploads
+timed out with their slot freed, a bounded 202 answer and upload memory whatever the number of
+rejected lines, a dead judge seen by ``/readyz``, and cancelled lines counted in the status."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+import pytest
+from faithjudge.api.app import create_app
+from faithjudge.jobs.ingest import LISTED_REJECTIONS
+from faithjudge.jobs.judge_health import DOWN_AFTER
+from faithjudge.settings import Settings
+
+from tests import fixtures_service
+from tests.fakes.judge_server import run_fake_judge
+from tests.fixtures_service import (
+    Backend,
+    free_port,
+    running_app,
+    serve_in_thread,
+    serve_process,
+    wait_for_status,
+)
+from tests.integration.test_api_batches import NDJSON, demo_lines, settings_for
+
+store_backend = fixtures_service.store_backend
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _invalid(i: int, question: str = "Is there a pleural effusion?") -> bytes:
+    """A request line without its ground truth: rejected at upload."""
+    return orjson.dumps({"item_id": f"bad-{i:06d}", "question": question, "cot": "yes"})
+
+
+# ---------------------------------------------------------------- the active-batch limit
+
+
+@pytest.mark.anyio
+async def test_ten_concurrent_uploads_at_a_limit_of_two_accept_exactly_two(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    settings = settings_for(store_backend, tmp_path, max_active_batches=2, workers=False)
+    body = b"\n".join(demo_lines(3))
+    codes: list[int] = []
+    async with running_app(settings) as (_, client):
+
+        async def upload() -> None:
+            response = await client.post("/v1/batches", content=body, headers=NDJSON)
+            codes.append(response.status_code)
+            if response.status_code == 429:
+                assert response.headers["content-type"] == "application/problem+json"
+                assert "2 unfinished batches" in response.json()["detail"]
+
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(upload)
+        listed = (await client.get("/v1/batches")).json()["items"]
+    assert sorted(codes) == [202, 202] + [429] * 8
+    assert len(listed) == 2
+
+
+# ---------------------------------------------------------------- slow uploads
+
+
+def _post_head(port: int, length: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(
+        b"POST /v1/batches HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-ndjson\r\n"
+        b"Content-Length: " + str(length).encode() + b"\r\n\r\n"
+    )
+    return sock
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict[str, Any]]:
+    """Status and JSON body of the HTTP answer on ``sock`` (read until the server closes)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), orjson.loads(body)
+
+
+def _trickle(sock: socket.socket, every_s: float, stop: float) -> None:
+    """Send one byte every ``every_s`` seconds until the server answers or ``stop``."""
+    sock.settimeout(every_s)
+    while time.monotonic() < stop:
+        try:
+            if sock.recv(1, socket.MSG_PEEK):
+                return
+        except TimeoutError:
+            pass
+        try:
+            sock.sendall(b" ")
+        except OSError:  # the server answered and closed its side
+            return
+
+
+@pytest.mark.parametrize("kind", ["idle", "trickle"])
+def test_a_slow_upload_gets_408_and_frees_its_slot(
+    store_backend: Backend, tmp_path: Path, kind: str
+) -> None:
+    settings = settings_for(
+        store_backend,
+        tmp_path,
+        max_active_batches=1,
+        workers=False,
+        upload_read_timeout_s=2.0,
+        upload_min_bytes_per_s=100_000,
+    )
+    line = demo_lines(1)[0] + b"\n"
+    with serve_in_thread(create_app(settings)) as base:
+        port = int(base.rsplit(":", 1)[1])
+        sock = _post_head(port, len(line) + 10_000)
+        with sock:
+            sock.sendall(line)  # a first line: the upload holds its tenant's one slot
+            deadline = time.monotonic() + 30
+            # a body of rejected lines takes no slot (422 while one is free, 429 while not)
+            while True:
+                probe = httpx.post(f"{base}/v1/batches", content=_invalid(0), headers=NDJSON)
+                if probe.status_code == 429:
+                    break
+                assert probe.status_code == 422, probe.text
+                assert time.monotonic() < deadline, "the slow upload never took its slot"
+                time.sleep(0.02)
+            if kind == "trickle":  # never idle for the timeout, but far under the minimum rate
+                _trickle(sock, 0.1, deadline)
+            sock.settimeout(30)
+            status, problem = _answer(sock)
+        assert status == 408
+        assert problem["status"] == 408
+        expected = "bytes/s" if kind == "trickle" else "sent nothing for 2 s"
+        assert expected in problem["detail"]
+        retried = httpx.post(f"{base}/v1/batches", content=line, headers=NDJSON)
+        assert retried.status_code == 202, retried.text
+        listed = httpx.get(f"{base}/v1/batches").json()["items"]
+        assert [b["id"] for b in listed] == [retried.json()["id"]]
+
+
+# ---------------------------------------------------------------- rejections
+
+
+@pytest.mark.anyio
+async def test_the_202_lists_the_first_rejections_and_results_hold_every_line(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    good = demo_lines(2)
+    bad = [_invalid(i) for i in range(250)]
+    body = b"\n".join([good[0], *bad, good[1]]) + b"\n"
+    settings = settings_for(store_backend, tmp_path)
+    async with running_app(settings) as (_, client):
+        response = await client.post("/v1/batches", content=body, headers=NDJSON)
+        assert response.status_code == 202, response.text
+        accepted = response.json()
+        assert accepted["accepted"] == 2 and accepted["rejected_total"] == 250
+        assert [r["line"] for r in accepted["rejected"]] == list(range(2, 2 + LISTED_REJECTIONS))
+        assert accepted["rejected"][0]["field"] == "ground_truth"
+        status = await wait_for_status(client, accepted["id"])
+        assert status["rejected"] == 250
+        results = await client.get(f"/v1/batches/{accepted['id']}/results")
+        rows = [orjson.loads(x) for x in results.content.splitlines()]
+        assert [r["line"] for r in rows] == list(range(1, 253))
+        assert [r["item_id"] for r in rows[1:-1]] == [f"bad-{i:06d}" for i in range(250)]
+        assert all(r["error"]["stage"] == "input" for r in rows[1:-1])
+        assert rows[0]["error"] is None and rows[-1]["error"] is None
+
+        nothing = await client.post("/v1/batches", content=b"\n".join(bad), headers=NDJSON)
+        assert nothing.status_code == 422
+        problem = nothing.json()
+        assert "none of the 250 lines is valid" in problem["detail"]
+        assert len(problem["errors"]) == LISTED_REJECTIONS
+
+
+BIG_BODY_BYTES = 150 * 1024 * 1024
+RSS_LIMIT_BYTES = 300 * 1024 * 1024
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident set (VmHWM), in bytes."""
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith("VmHWM:"):
+            return int(row.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/PID/status")
+
+
+def _big_body(count: int, question: str) -> Iterator[bytes]:
+    yield demo_lines(1)[0] + b"\n"
+    for start in range(0, count, 1000):
+        yield b"".join(_invalid(i, question) + b"\n" for i in range(start, start + 1000))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
+def test_a_150_mb_upload_of_rejected_lines_keeps_server_memory_bounded(tmp_path: Path) -> None:
+    question = "Is there a pleural effusion on the left? " * 24  # about 1 KB a line
+    per_line = len(_invalid(0, question)) + 1
+    count = (BIG_BODY_BYTES // per_line) // 1000 * 1000
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
+    env.update(
+        {
+            "FAITHJUDGE_DATA_DIR": str(tmp_path / "data"),
+            "FAITHJUDGE_WORKERS": "false",
+            "FAITHJUDGE_MAX_BODY_BYTES": str(2 * BIG_BODY_BYTES),
+        }
+    )
+    command = [sys.executable, "-m", "faithjudge", "serve", "--port", str(port)]
+    with serve_process(command, env, port, tmp_path / "service.log", cwd=ROOT) as service:
+        before = _peak_rss(service.pid)
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/v1/batches",
+            content=_big_body(count, question),
+            headers=NDJSON,
+            timeout=600,
+        )
+        peak = _peak_rss(service.pid)
+    assert response.status_code == 202, response.text[:2000]
+    assert len(response.content) < 200_000
+    accepted = response.json()
+    assert accepted["accepted"] == 1 and accepted["rejected_total"] == count
+    assert len(accepted["rejected"]) == LISTED_REJECTIONS
+    assert count * per_line >= 140 * 1024 * 1024
+    assert peak < RSS_LIMIT_BYTES, f"peak RSS {peak >> 20} MiB (at start {before >> 20} MiB)"
+    print(f"\n{count} rejected lines: peak RSS {peak >> 20} MiB (at start {before >> 20} MiB)")
+
+
+# ---------------------------------------------------------------- status and readiness
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_batch_counts_its_unscored_lines(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    settings = settings_for(store_backend, tmp_path, workers=False)
+    async with running_app(settings) as (_, client):
+        accepted = await client.post(
+            "/v1/batches", content=b"\n".join(demo_lines(5)), headers=NDJSON
+        )
+        batch_id = accepted.json()["id"]
+        queued = (await client.get(f"/v1/batches/{batch_id}")).json()
+        assert queued["cancelled"] == 0
+        cancelled = (await client.delete(f"/v1/batches/{batch_id}")).json()
+        assert cancelled["status"] == "cancelled"
+        assert (cancelled["cancelled"], cancelled["done"], cancelled["pending"]) == (5, 0, 0)
+        again = (await client.get(f"/v1/batches/{batch_id}")).json()
+        assert again["cancelled"] == 5
+
+
+@pytest.mark.anyio
+async def test_readyz_names_a_judge_whose_recent_lines_all_failed_at_transport(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    settings = settings_for(
+        store_backend,
+        tmp_path,
+        evaluator="openai:fake-judge",
+        openai_base_url=dead,
+        openai_api_key="test-key",
+        max_retries=0,
+        cache=False,
+    )
+    async with running_app(settings) as (_, client):
+        ready = await client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        accepted = await client.post(
+            "/v1/batches", content=b"\n".join(demo_lines(4)), headers=NDJSON
+        )
+        status = await wait_for_status(client, accepted.json()["id"])
+        assert status["failure_stages"].get("transport", 0) > 0
+        ready = await client.get("/readyz")
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["status"] == "not_ready" and body["checks"]["store"] == "ok"
+    evaluator = body["checks"]["evaluator"]
+    assert "openai:fake-judge" in evaluator and "last error" in evaluator
+
+
+@pytest.mark.anyio
+async def test_readyz_names_a_dead_judge_from_the_live_route_alone(tmp_path: Path) -> None:
+    """An API-only replica (no workers) learns of a dead judge from ``POST /v1/score``, and a
+    judge that answers again clears it."""
+    port = free_port()
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        evaluator="openai:fake-judge",
+        openai_base_url=f"http://127.0.0.1:{port}/v1",  # nothing listens there yet
+        openai_api_key="test-key",
+        max_retries=0,
+        cache=False,
+        workers=False,
+    )
+    line = orjson.loads(demo_lines(1)[0])
+    async with running_app(settings) as (_, client):
+        for _ in range(DOWN_AFTER):
+            scored = await client.post("/v1/score", json=line)
+            assert scored.status_code == 200, scored.text
+        down = await client.get("/readyz")
+        with run_fake_judge(port=port):
+            scored = await client.post("/v1/score", json=line)
+            assert scored.status_code == 200, scored.text
+            up = await client.get("/readyz")
+    assert down.status_code == 503, down.text
+    assert "openai:fake-judge" in down.json()["checks"]["evaluator"]
+    assert up.status_code == 200, up.text

@@ -1,0 +1,183 @@
+"""Paid judge answers survive ``kill -9`` on the live route: the response cache commits an
+answer at the end of the event-loop turn that received it, so a restarted service asks the judge
+again only what was still unanswered when the process died.
+
+The fake judge counts calls per (user message, metric); results are held back (a large commit
+size and interval), so every line answered before the kill is known only to the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import httpx
+import orjson
+import pytest
+from faithjudge.transport.base import JudgeResponse, Usage
+from faithjudge.transport.cache import ResponseCache
+
+from tests import fixtures_service
+from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
+from tests.fixtures_service import Backend, free_port, serve_process
+from tests.integration.test_jobs_crash import QUESTION, _cot, _judge_key
+
+store_backend = fixtures_service.store_backend
+ROOT = Path(__file__).resolve().parents[2]
+
+LINES = 1500
+CONCURRENCY = 16
+KILL_AFTER_CALLS = 500
+STALL_S = 60.0
+NDJSON = {"content-type": "application/x-ndjson"}
+
+
+def _body() -> bytes:
+    lines = (
+        orjson.dumps(
+            {
+                "item_id": f"paid-{i:05d}",
+                "question": QUESTION,
+                "ground_truth": "yes",
+                "cot": _cot(i),
+                "metrics": ["confidence_tone"],
+            }
+        )
+        for i in range(LINES)
+    )
+    return b"\n".join(lines) + b"\n"
+
+
+def _answer(text: str) -> JudgeResponse:
+    return JudgeResponse(
+        text=text,
+        model="m",
+        usage=Usage(prompt_tokens=1, completion_tokens=1),
+        fingerprint=None,
+        attempts=1,
+        cached=False,
+    )
+
+
+def _stored(path: Path) -> set[str]:
+    with sqlite3.connect(path) as other:
+        return {row[0] for row in other.execute("SELECT key FROM responses")}
+
+
+def test_a_put_on_an_event_loop_is_committed_by_the_end_of_its_turn(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+
+    async def main() -> tuple[set[str], set[str]]:
+        with ResponseCache(path, batch_size=256) as cache:
+            cache.put("a", _answer("one"))
+            cache.put("b", _answer("two"))
+            before = _stored(path)  # same turn: still one pending transaction
+            await anyio.lowlevel.checkpoint()
+            after = _stored(path)
+            return before, after
+
+    before, after = anyio.run(main)
+    assert before == set() and after == {"a", "b"}
+
+
+def test_without_an_event_loop_puts_are_committed_in_batches(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+    with ResponseCache(path, batch_size=3) as cache:
+        cache.put("a", _answer("one"))
+        cache.put("b", _answer("two"))
+        assert _stored(path) == set()
+        cache.put("c", _answer("three"))
+        assert _stored(path) == {"a", "b", "c"}
+
+
+def test_max_delay_is_bounded(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_delay_s"):
+        ResponseCache(tmp_path / "cache.sqlite3", max_delay_s=5.0)
+
+
+def _wait_until(progress: Callable[[], int | None], what: str) -> None:
+    """Poll ``progress`` until it returns None (done); fail once it stops moving."""
+    last, since = -1, time.monotonic()
+    while (value := progress()) is not None:
+        if value != last:
+            last, since = value, time.monotonic()
+        assert time.monotonic() - since < STALL_S, f"no progress for {STALL_S} s {what}"
+        time.sleep(0.05)
+
+
+def test_kill_9_on_the_live_route_repeats_only_unanswered_requests(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    port = free_port()
+    log = tmp_path / "service.log"
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "faithjudge", "serve", "--port", str(port)]
+    with run_fake_judge(FakeJudgeConfig(latency_s=0.01)) as fake:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
+        env.update(
+            {
+                "FAITHJUDGE_DATA_DIR": str(data_dir),
+                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
+                "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
+                "FAITHJUDGE_OPENAI_API_KEY": "test-key",
+                "FAITHJUDGE_CONCURRENCY": str(CONCURRENCY),
+                "FAITHJUDGE_RETRY_BASE_S": "0",
+                "FAITHJUDGE_LEASE_S": "3",
+                **store_backend.env,
+            }
+        )
+        # every line claimed at once and no result written before the kill: only the response
+        # cache knows what was answered
+        held_back = {
+            "FAITHJUDGE_CLAIM_SIZE": str(LINES),
+            "FAITHJUDGE_COMMIT_EVERY": str(10 * LINES),
+            "FAITHJUDGE_COMMIT_INTERVAL_S": "3600",
+        }
+        with serve_process(command, {**env, **held_back}, port, log, cwd=ROOT) as first:
+            accepted = httpx.post(
+                f"{base}/v1/batches", content=_body(), headers=NDJSON, timeout=120
+            )
+            assert accepted.status_code == 202, accepted.text
+            batch_id = accepted.json()["id"]
+            assert accepted.json()["accepted"] == LINES
+            _wait_until(
+                lambda: None if fake.counters.total >= KILL_AFTER_CALLS else fake.counters.total,
+                "before the kill",
+            )
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(10)
+        calls_at_kill = fake.counters.total
+        assert calls_at_kill < LINES, "the kill must land mid-batch"
+
+        with serve_process(command, env, port, log, cwd=ROOT):
+
+            def completed() -> int | None:
+                status = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()
+                return None if status["status"] == "completed" else int(status["done"])
+
+            _wait_until(completed, "after the restart")
+            results = httpx.get(f"{base}/v1/batches/{batch_id}/results", timeout=60)
+        counters = fake.counters
+        by_key = dict(counters.by_key)
+
+    rows = [orjson.loads(x) for x in results.content.splitlines()]
+    assert [r["line"] for r in rows] == list(range(1, LINES + 1))
+    assert all(r["metrics"]["confidence_tone"]["status"] == "valid" for r in rows)
+    assert all(by_key.get(_judge_key(i), 0) >= 1 for i in range(LINES))
+    assert counters.max_in_flight <= CONCURRENCY
+    repeats = counters.total - LINES
+    # a request is repeated only if its answer had not arrived when the process died: at most
+    # the requests in flight then (the 256-answer batches of before lost up to 255 more)
+    assert 0 <= repeats <= CONCURRENCY, (counters.total, calls_at_kill)
+    print(
+        f"\n[{store_backend.name}] lines={LINES} calls_at_kill={calls_at_kill} "
+        f"calls_total={counters.total} repeats={repeats}"
+    )
