@@ -20,6 +20,7 @@ import orjson
 from benchmarks._common import REPO_ROOT, RESULTS_DIR, machine_facts
 from benchmarks.audit_scale import summary_rows as audit_rows
 from benchmarks.batch_route_scale import summary_rows as batch_route_rows
+from benchmarks.cache_commits import summary_rows as cache_commit_rows
 from benchmarks.perturbation_speed import summary_rows as perturbation_rows
 from benchmarks.service_batch_route import summary_rows as service_batch_route_rows
 from benchmarks.service_process import summary_rows as service_rows
@@ -39,6 +40,7 @@ BENCHMARKS = (
     "cli_process",
     "batch_route_scale",
     "service_batch_route",
+    "cache_commits",
 )
 
 
@@ -248,6 +250,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
     out += audit_rows(results)
     out += batch_route_rows(results)
     out += service_batch_route_rows(results)
+    out += cache_commit_rows(results)
     return out
 
 

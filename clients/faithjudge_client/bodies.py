@@ -195,7 +195,11 @@ class BatchStatus(_Wire):
     failure_stages: dict[str, int] = Field(default_factory=dict)
     progress: float = Field(ge=0, le=1)
     eta_seconds: float | None = None
-    rejected: int = Field(default=0, description="Lines rejected at upload.")
+    rejected: int = Field(
+        default=0,
+        description="Lines rejected at upload: the input errors (`faithjudge score` and the "
+        "reports call them so), each with its result line in /results.",
+    )
     cancelled: int = Field(
         default=0, description="Accepted lines left unscored because the batch was cancelled."
     )

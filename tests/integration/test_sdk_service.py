@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from faithjudge.api.app import create_app
 from faithjudge.settings import Settings
@@ -232,7 +233,13 @@ def test_reports_in_three_formats(client: FaithJudgeClient, tmp_path: Path) -> N
     report = client.report(accepted.id)
     assert isinstance(report, dict) and report
     assert "#" in client.report(accepted.id, "md")
-    assert "<html" in client.report(accepted.id, "html").lower()
+    page = client.report(accepted.id, "html")
+    assert "<html" in page.lower()
+    # the item explorer carries each listed item's judge details, as the CLI's report does
+    data = page.split('id="explorer-data">', 1)[1].split("</script>", 1)[0]
+    items = orjson.loads(data)["items"]
+    assert len(items) == 4
+    assert all(m.get("rationale") for item in items for m in item["metrics"].values()), items[0]
 
 
 def test_list_pages_and_cancel(service: str, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from faithjudge.exit_codes import ExitCode
 from faithjudge.markup import md_escape
 from faithjudge.reports import gate as g
 from faithjudge.reports.junit import junit_xml
-from faithjudge.reports.render_md import gate_markdown, gate_verdict
+from faithjudge.reports.render_md import gate_markdown
 from faithjudge.reports.report import Report, build_report
 from faithjudge.reports.table import item_table
 from faithjudge_client.lines import ItemResult
@@ -89,10 +89,10 @@ def test_quality_pass_and_fail() -> None:
     ok = g.evaluate(report, g.parse_config({"quality": {"min_cf": 60.0, "max_flip_rate": 40},
                                             "coverage": TOLERATE_LOST}))  # fmt: skip
     assert [c.passed for c in ok if c.kind == "quality"] == [True, True]
-    assert g.exit_code(ok) == ExitCode.OK
+    assert g.verdict(ok).code == ExitCode.OK
     bad = g.evaluate(report, g.parse_config({"quality": {"min_cf": 70.0},
                                              "coverage": TOLERATE_LOST}))  # fmt: skip
-    assert g.exit_code(bad) == ExitCode.CHECK_FAILED
+    assert g.verdict(bad).code == ExitCode.CHECK_FAILED
     assert bad[0].value == pytest.approx(62.5)
 
 
@@ -105,7 +105,7 @@ def test_coverage_fails_on_upper_bound_and_wins_over_quality() -> None:
     invalid = next(c for c in checks if c.name == "invalid [CA]")
     # point 20% is within 25%, but the bootstrap upper bound of 5 items is not
     assert invalid.passed is False and invalid.value > 25.0
-    assert g.exit_code(checks) == ExitCode.COVERAGE_FAILED
+    assert g.verdict(checks).code == ExitCode.COVERAGE_FAILED
 
 
 def test_no_sham_items_is_not_a_failure() -> None:
@@ -113,7 +113,7 @@ def test_no_sham_items_is_not_a_failure() -> None:
     config = g.parse_config({"coverage": {"max_fpr_sham": 5.0, **TOLERATE_LOST}})
     checks = g.evaluate(_report(lines), config)
     assert next(c for c in checks if c.name.startswith("fpr_sham")).passed is None
-    assert g.exit_code(checks) == ExitCode.OK
+    assert g.verdict(checks).code == ExitCode.OK
 
 
 def test_not_judged_items_are_bounded_without_their_key() -> None:
@@ -125,14 +125,14 @@ def test_not_judged_items_are_bounded_without_their_key() -> None:
     assert all(c.threshold == g.DEFAULT_MAX_NOT_JUDGED == 0.0 for c in lost)
     assert any(c.passed is False for c in lost)
     assert "set [coverage] max_not_judged" in lost[0].detail
-    assert g.exit_code(checks) == ExitCode.COVERAGE_FAILED
+    assert g.verdict(checks).code == ExitCode.COVERAGE_FAILED
     # whatever its size, a run whose every item reached the judge passes the default
     clean = g.evaluate(_report(_judged_lines()), config)
-    assert all(c.passed for c in clean) and g.exit_code(clean) == ExitCode.OK
+    assert all(c.passed for c in clean) and g.verdict(clean).code == ExitCode.OK
     # an explicit key replaces the default
     tolerant = g.evaluate(_report(), g.parse_config({"coverage": TOLERATE_LOST}))
     assert {c.threshold for c in tolerant if c.name.startswith("not_judged")} == {100.0}
-    assert g.exit_code(tolerant) == ExitCode.OK
+    assert g.verdict(tolerant).code == ExitCode.OK
 
 
 def _worse_ca(lines: list[dict]) -> list[dict]:
@@ -149,7 +149,7 @@ def test_regression_checks_only_the_configured_keys() -> None:
     report = _report(_worse_ca(fixture_lines()), baseline=fixture_lines(), config=config)
     regressions = [c for c in g.evaluate(report, config) if c.kind == "regression"]
     assert [(c.name, c.threshold, c.passed) for c in regressions] == [("CF vs baseline", 2.0, True)]
-    assert g.exit_code(g.evaluate(report, config)) == ExitCode.OK
+    assert g.verdict(g.evaluate(report, config)).code == ExitCode.OK
     # an empty [regression] table checks nothing (it no longer means "everything at 0")
     empty = g.parse_config({"regression": {}, "coverage": TOLERATE_LOST})
     assert not [c for c in g.evaluate(report, empty) if c.kind == "regression"]
@@ -180,12 +180,10 @@ def test_verdict_names_every_kind_that_failed() -> None:
     }
     for verdict, data in cases.items():
         checks = g.evaluate(report, g.parse_config(data))
-        code = g.exit_code(checks)
-        assert gate_verdict(checks, code) == verdict, data
         result = g.verdict(checks)
-        assert result.code == code and result.label == verdict
+        assert result.label == verdict, data
         assert gate_markdown(result, report).startswith(f"# FaithJudge gate: {verdict}\n")
-    assert g.failed_kinds([]) == [] and gate_verdict([], 3) == "ERROR"
+    assert g.verdict([]).kinds == () and g.verdict([]).label == "PASSED"
 
 
 def test_unevaluable_reason() -> None:
@@ -248,7 +246,7 @@ def test_one_verdict_for_header_markdown_junit_and_exit_code() -> None:
     ]
     result = g.verdict(unevaluable)
     assert result.label == "FAILED (coverage, quality)"
-    assert result.code == ExitCode.COVERAGE_FAILED == g.exit_code(unevaluable)
+    assert result.code == ExitCode.COVERAGE_FAILED == g.verdict(unevaluable).code
     failures = _junit_failures(junit_xml(result))
     assert set(failures) == {c.name for c in result.failed}
     assert "min_cf [m-none]" in failures

@@ -205,7 +205,10 @@ def _print_status(status: BatchStatus) -> None:
     table.add_column("count", justify="right")
     table.add_row("lines accepted", str(status.total))
     table.add_row("lines scored", str(status.done))
-    table.add_row("lines rejected", str(status.rejected))
+    # a line rejected at upload is what ``score`` and the reports call an input error
+    table.add_row(
+        f"{LINE_PROBLEMS['input']} (rejected at upload, not judged)", str(status.rejected)
+    )
     for key, count in sorted(status.counts.items()):
         # ``error`` counts lines that could not be scored at all; the rest count metric grades
         label = "lines with an error" if key == "error" else f"metric {key.replace('_', ' ')}"

@@ -75,8 +75,6 @@ __all__ = [
     "check_status",
     "configured_kinds",
     "evaluate",
-    "exit_code",
-    "failed_kinds",
     "load_config",
     "parse_config",
     "regression_tolerance",
@@ -387,16 +385,6 @@ def verdict(checks: Sequence[Check]) -> Verdict:
     else:
         code = ExitCode.OK
     return Verdict(checks=tuple(checks), failed=failed, kinds=kinds, code=code)
-
-
-def failed_kinds(checks: list[Check]) -> list[str]:
-    """The kinds of the failed checks, coverage first (see ``verdict``)."""
-    return list(verdict(checks).kinds)
-
-
-def exit_code(checks: list[Check]) -> ExitCode:
-    """2 if a coverage check failed, else 1 if a quality/regression check failed, else 0."""
-    return verdict(checks).code
 
 
 def _skippable(check: Check) -> bool:

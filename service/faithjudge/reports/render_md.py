@@ -9,7 +9,7 @@ from faithjudge_client.metric_catalogue import headline_scopes
 
 from faithjudge.markup import fmt_ci, fmt_pct, md_escape
 from faithjudge.reports.aggregate import stats, table1_columns
-from faithjudge.reports.gate import Check, Verdict, check_status, verdict
+from faithjudge.reports.gate import Verdict, check_status
 from faithjudge.reports.limits import LISTED_PROBLEMS
 from faithjudge.reports.report import Report, problem_counts, problem_lines
 from faithjudge.reports.run_coverage import (
@@ -24,7 +24,6 @@ from faithjudge.scoring.outcomes import RATES
 __all__ = [
     "coverage_markdown",
     "gate_markdown",
-    "gate_verdict",
     "judges_markdown",
     "problems_markdown",
     "report_markdown",
@@ -175,15 +174,6 @@ def coverage_markdown(report: Report, *, paper_gates: bool = True) -> list[str]:
             f"{len(report.gates)} pass" + (": failing " + ", ".join(
                 f"{g.gate} [{g.scope}]" for g in failed) if failed else "."), ""]  # fmt: skip
     return out
-
-
-def gate_verdict(checks: Sequence[Check] | Verdict, code: int | None = None) -> str:
-    """PASSED, or FAILED naming every kind of check that failed (coverage first); ERROR when
-    ``code`` is not the verdict's own (the run could not be gated)."""
-    result = checks if isinstance(checks, Verdict) else verdict(checks)
-    if code is not None and code != result.code:
-        return "ERROR"
-    return result.label
 
 
 _RESULT = {"pass": "pass", "fail": "**FAIL**", "skip": "skipped"}
