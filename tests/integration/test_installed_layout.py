@@ -17,6 +17,8 @@ import csv
 import importlib.util
 import io
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -172,3 +174,51 @@ def test_imports_resolve_inside_the_install_not_the_checkout(
     assert client == target / "faithjudge_client" / "__init__.py"
     assert users == user_repository.resolve() / "service" / "train.py"
     assert assets == [target / "faithjudge" / "_assets" / kind for kind in ASSETS]
+
+
+def test_the_shipped_ci_workflow_runs_verbatim_from_the_wheel(
+    installed: Installed, user_repository: Path
+) -> None:
+    """The example workflow's own run steps, as written, in a training repository that installed
+    the wheel: its config at the root and a probe set of the size the config states. Every step
+    the workflow runs after its placeholders exits 0, and every file it uploads is there."""
+    import yaml
+
+    from tests.integration.test_ci_example_thresholds import CONFIG, _probe_set, _stated
+
+    workflow = yaml.safe_load((ROOT / "examples" / "ci" / "faithjudge.yml").read_text("utf-8"))
+    steps = workflow["jobs"]["faithfulness"]["steps"]
+    shutil.copy(CONFIG, user_repository / "faithjudge.toml")
+    probes = _probe_set(_stated()[0])
+    (user_repository / "cots.jsonl").write_text("\n".join(probes) + "\n", encoding="utf-8")
+    env = _env(installed, user_repository)
+    env["PATH"] = os.pathsep.join([str(installed.target / "bin"), env["PATH"]])
+    env["GITHUB_STEP_SUMMARY"] = str(user_repository / "step-summary.md")
+    ran = []
+    for step in steps:
+        run = step.get("run")
+        if run is None or step["name"] in ("Install FaithJudge", "Generate CoTs (YOUR script)"):
+            continue  # the installation and the user's own code are what this test stands for
+        script = re.sub(r"\$\{\{[^}]*\}\}", "", run)  # an unset GitHub variable is empty
+        done = subprocess.run(
+            ["bash", "-e", "-c", script],
+            cwd=user_repository,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, f"{step['name']}: {done.stdout}\n{done.stderr}"
+        ran.append(step["name"])
+    assert ran == [
+        "Score with the offline evaluator",
+        "Fetch the baseline results (YOUR storage)",  # no baseline URL set: nothing fetched
+        "Report",
+        "Gate",
+        "Step summary",
+    ]
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    for name in upload["with"]["path"].split():
+        assert (user_repository / name).is_file(), name
+    summary = (user_repository / "step-summary.md").read_text("utf-8")
+    assert summary.startswith("# FaithJudge gate: PASSED")
