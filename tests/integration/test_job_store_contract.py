@@ -31,7 +31,7 @@ from faithjudge.jobs.interface import (
     store_schemes,
 )
 from faithjudge.jobs.worker import done_line
-from faithjudge_client.lines import ItemResult
+from faithjudge_client.lines import Failure, ItemResult
 
 from tests import fixtures_service
 
@@ -226,6 +226,35 @@ async def test_a_cancel_is_final_for_results_in_flight(store: JobStore) -> None:
     assert (await store.line_counts(row.id)).done == 1
     final = await store.get_batch("t1", row.id)
     assert final is not None and final.status == "cancelled"
+
+
+async def test_a_completed_batchs_transport_failures_are_queued_again(store: JobStore) -> None:
+    row = await _batch(store, lines=3)
+    held = await store.claim("w1", batch_ids=[row.id], limit=3, lease_s=60)
+    down = Failure(stage="transport", detail="connection refused")
+    results = [
+        _result(held[0].line),
+        ItemResult(line=held[1].line, item_id="i2", error=down),
+        _result(held[2].line),
+    ]
+    assert await store.retry_transport_failures("t1", row.id) is None  # still running
+    await store.complete(
+        "w1", [done_line(row.id, c.seq, r) for c, r in zip(held, results, strict=True)]
+    )
+    assert await store.retry_transport_failures("t2", row.id) is None  # another tenant's
+    assert await store.retry_transport_failures("t1", row.id) == 1
+    again = await store.get_batch("t1", row.id)
+    assert again is not None and again.status == "queued"
+    assert (await store.line_counts(row.id)).done == 2  # the other lines keep their results
+    retried = await store.claim("w2", batch_ids=[row.id], limit=3, lease_s=60)
+    assert [c.seq for c in retried] == [held[1].seq]
+    await store.complete("w2", [done_line(row.id, retried[0].seq, _result(retried[0].line))])
+    final = await store.get_batch("t1", row.id)
+    assert final is not None and final.status == "completed"
+    assert await store.retry_transport_failures("t1", row.id) == 0  # nothing left to retry
+    cancelled = await _batch(store, lines=1)
+    await store.cancel("t1", cancelled.id)
+    assert await store.retry_transport_failures("t1", cancelled.id) is None
 
 
 async def test_an_upload_that_died_is_forgotten_on_recovery(store: JobStore) -> None:
