@@ -263,6 +263,9 @@ class _Checker:
         except ValueError as exc:  # includes UnicodeDecodeError and duplicate keys
             self.add("json", "-", "-", f"not a valid JSON knowledge base: {exc}")
             return
+        except RecursionError:
+            self.add("json", "-", "-", "not a valid JSON knowledge base: nested too deeply")
+            return
         if not isinstance(document, dict):
             self.add("top-level", "-", "-", "a knowledge base must be a JSON object")
             return

@@ -201,6 +201,8 @@ def load_knowledge_base(path_or_name: str | Path = "cxr_vqa") -> KnowledgeBase:
         document = json.loads(raw, object_pairs_hook=no_duplicate_keys)
     except ValueError as exc:  # includes UnicodeDecodeError and duplicate keys
         raise ConfigError(f"{path}: not a valid JSON knowledge base: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a valid JSON knowledge base: nested too deeply") from None
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: a knowledge base must be a JSON object")
     for key in ("kb_id", "version"):

@@ -18,12 +18,17 @@ from faithjudge.palette import scope_colour
 __all__ = ["bar_chart_svg", "fmt_ci", "fmt_pct", "html_table", "md_escape"]
 
 
+# C0 controls and DEL (a terminal escape sequence in a model's name), shown as \uXXXX; the
+# tabs and line breaks become spaces
+_CONTROLS = {c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F)} | {0x09: " ", 0x0A: " ", 0x0D: " "}
+
+
 def md_escape(text: Any) -> str:
-    """Make untrusted text safe inside a Markdown table cell."""
+    """Make untrusted text safe inside a Markdown table cell (and on a terminal or CI log)."""
     value = str(text)
     for char in "\\`*_[]<>|":
         value = value.replace(char, "\\" + char)
-    return value.replace("\n", " ")
+    return value.translate(_CONTROLS)
 
 
 def fmt_pct(value: Any, digits: int = 1) -> str:

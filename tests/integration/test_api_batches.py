@@ -227,6 +227,32 @@ async def test_tenant_limit_on_unfinished_batches_is_429(
         assert (await submit(client, demo_lines(2), headers=NDJSON)).status_code == 202
 
 
+async def test_a_retry_needs_a_free_batch_slot_like_an_upload(tmp_path: Path) -> None:
+    from faithjudge.jobs.interface import JobStore
+    from faithjudge.jobs.worker import done_line
+    from faithjudge_client.lines import Failure
+
+    settings = settings_for(Backend("sqlite", {}), tmp_path, max_active_batches=1, workers=False)
+    async with running_app(settings) as (app, client):
+        first = (await submit(client, demo_lines(1), headers=NDJSON)).json()["id"]
+        store: JobStore = app.state.faithjudge.store
+        held = await store.claim("test-owner", batch_ids=[first], limit=1, lease_s=60)
+        down = ItemResult(line=held[0].line, error=Failure(stage="transport", detail="refused"))
+        await store.complete("test-owner", [done_line(first, held[0].seq, down)])
+        second = await submit(client, demo_lines(1), headers=NDJSON)
+        assert second.status_code == 202  # the completed batch freed the one slot
+
+        refused = await client.post(f"/v1/batches/{first}/retry")
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["retry-after"] == "30"
+        assert "1 unfinished batches" in refused.json()["detail"]
+        assert (await client.get(f"/v1/batches/{first}")).json()["status"] == "completed"
+
+        await client.delete(f"/v1/batches/{second.json()['id']}")
+        retried = await client.post(f"/v1/batches/{first}/retry")
+        assert retried.status_code == 202 and retried.json()["requeued"] == 1
+
+
 async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
     store_backend: Backend, tmp_path: Path
 ) -> None:

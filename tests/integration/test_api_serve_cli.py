@@ -89,6 +89,30 @@ def test_a_database_that_cannot_be_opened_ends_serve_with_one_line(
     assert started == []
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--evaluators", "lexicon:v1,nosuch:x"], "unknown evaluator 'nosuch:x'"),
+        (["--evaluator", "openai:gpt-x"], "set OPENAI_API_KEY"),
+    ],
+    ids=["unknown-backend", "missing-key"],
+)
+def test_a_judge_that_cannot_be_built_ends_serve_with_one_line(
+    tmp_path: Path,
+    started: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
+) -> None:
+    for name in ("OPENAI_API_KEY", "FAITHJUDGE_OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    result = runner.invoke(app, ["serve", "--data-dir", str(tmp_path), *argv])
+    assert result.exit_code == 3, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert started == []
+
+
 def test_a_plain_postgresql_url_gets_the_shipped_driver() -> None:
     from faithjudge.jobs.sql_store import driver_url
     from faithjudge.settings import Settings

@@ -84,11 +84,12 @@ def test_a_framework_without_records_is_reported_as_skipped(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    ("records", "needle"),
+    ("records", "needle", "code"),
     [
         (
             [{"model": "m", "item_id": "1", "condition": "warp", "answer": "Yes"}],
             ":1: condition: unknown modification code 'warp'",
+            4,
         ),
         (
             [
@@ -102,6 +103,7 @@ def test_a_framework_without_records_is_reported_as_skipped(tmp_path: Path) -> N
                 {"model": "m", "item_id": "2", "condition": "swap_same_label", "answer": "Yes"},
             ],
             ":2: condition: a 'swap_same_label' record needs the original record",
+            3,
         ),
         (
             [
@@ -109,18 +111,20 @@ def test_a_framework_without_records_is_reported_as_skipped(tmp_path: Path) -> N
                 {"model": "m", "item_id": "1", "condition": "roi_masked", "answer": "E"},
             ],
             ":2: gold: MedVIGIL probe 'roi_masked' needs a gold letter A–E",
+            3,
         ),
-        ([b'{"model": "m", "item_id": 1}'], ":1: item_id: Input should be a valid string"),
-        ([b"oops"], ":1: not valid JSON"),
+        ([b'{"model": "m", "item_id": 1}'], ":1: item_id: Input should be a valid string", 4),
+        ([b"oops"], ":1: not valid JSON", 4),
     ],
 )
-def test_bad_records_exit_3_naming_line_and_field(
-    tmp_path: Path, records: list[Any], needle: str
+def test_bad_records_are_named_by_line_and_field(
+    tmp_path: Path, records: list[Any], needle: str, code: int
 ) -> None:
+    """4: not one readable record, nothing audited; 3: records that contradict each other."""
     path = _jsonl(tmp_path / "bad.jsonl", records)
     out = tmp_path / "never.json"
     result = _run("audit", path, "--json", out)
-    assert result.exit_code == 3
+    assert result.exit_code == code
     assert needle in " ".join(result.output.split()), result.output
     assert "Traceback" not in result.output
     assert not out.exists()
@@ -186,4 +190,4 @@ def test_sidecar_requests_are_audited_directly(tmp_path: Path) -> None:
     assert report["summary"]["parse_failures"] == 1
     bad = _jsonl(tmp_path / "bad.jsonl", [{**lines[0], "model": None}])
     result = _run("audit", bad, "--from-requests")
-    assert result.exit_code == 3 and ":1: model: Field required" in " ".join(result.output.split())
+    assert result.exit_code == 4 and ":1: model: Field required" in " ".join(result.output.split())

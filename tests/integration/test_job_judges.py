@@ -100,6 +100,21 @@ async def test_a_job_waits_for_its_judge_and_is_never_scored_by_another(
     assert fake.counters.total > 0
 
 
+async def test_a_judge_with_a_long_spec_is_recorded_on_every_backend(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    # a judge is named by its spec, which holds a path or a model name of any length
+    long_judge = "openai:" + "m" * 250
+    settings = _settings(
+        store_backend, tmp_path, "http://127.0.0.1:9", evaluator=long_judge, workers=False
+    )
+    async with running_app(settings) as (_, client):
+        accepted = await _upload(client, 2)
+        assert accepted["judge"] == long_judge
+        status = (await client.get(f"/v1/batches/{accepted['id']}")).json()
+        assert status["status"] == "queued"
+
+
 async def test_a_job_waits_when_its_judges_configuration_changed(
     store_backend: Backend, tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ from faithjudge.jobs.interface import (
     DONE,
     JOB_STORES,
     PENDING,
+    ActiveBatchLimit,
     IdempotencyConflict,
     JobStore,
     LineCounts,
@@ -257,6 +258,20 @@ async def test_a_completed_batchs_transport_failures_are_queued_again(store: Job
     assert await store.retry_transport_failures("t1", cancelled.id) is None
 
 
+async def test_a_retry_takes_a_batch_slot_like_an_upload(store: JobStore) -> None:
+    row = await _batch(store, lines=1)
+    held = await store.claim("w1", batch_ids=[row.id], limit=1, lease_s=60)
+    down = ItemResult(line=held[0].line, error=Failure(stage="transport", detail="refused"))
+    await store.complete("w1", [done_line(row.id, held[0].seq, down)])
+    await _batch(store, lines=1)  # the tenant's one slot is taken again
+    with pytest.raises(ActiveBatchLimit):
+        await store.retry_transport_failures("t1", row.id, max_active=1)
+    after = await store.get_batch("t1", row.id)
+    assert after is not None and after.status == "completed"  # nothing was queued
+    assert (await store.line_counts(row.id)).done == 1
+    assert await store.retry_transport_failures("t1", row.id, max_active=2) == 1
+
+
 async def test_an_upload_that_died_is_forgotten_on_recovery(store: JobStore) -> None:
     dead = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
     await store.add_lines(dead.id, [(0, 1, "{}")])
@@ -304,7 +319,11 @@ async def test_the_provider_phase_is_leased_to_one_owner_and_gates_the_workers(
 async def test_a_failed_phase_fails_the_batch_with_its_reason(store: JobStore) -> None:
     row = await _batch(store)
     assert await store.claim_provider_phase("w1", lease_s=60) == row.id
-    await store.fail_batch(row.id, "Batch API: connection refused")
+    # a process that no longer holds the phase (its lease ran out) cannot fail the job
+    await store.fail_batch(row.id, "stale", owner="w0")
+    still = await store.get_batch("t1", row.id)
+    assert still is not None and still.status in ("queued", "running")
+    await store.fail_batch(row.id, "Batch API: connection refused", owner="w1")
     failed = await store.get_batch("t1", row.id)
     assert failed.status == "failed" and failed.detail == "Batch API: connection refused"
     assert failed.finished_at is not None
@@ -320,6 +339,29 @@ async def test_unscored_requests_page_through_the_lines_not_done(store: JobStore
     assert first[0] == (1, 2, '{"seq": 1}')
     rest = await store.unscored_requests(row.id, after=first[-1][0], limit=3)
     assert [seq for seq, _, _ in rest] == [4]
+
+
+async def test_ended_jobs_with_open_provider_batches_are_listed_page_by_page(
+    store: JobStore,
+) -> None:
+    ended: list[str] = []
+    for n in range(5):
+        row = await _batch(store, lines=1)
+        writer = store.provider_ledger(row.id, lambda sources: []).writer(
+            max_lines=10, max_bytes=10**6
+        )
+        await writer.add(f"k{n}", b"x\n", 0)
+        await writer.close_part()  # sealed and not done: its batch may still run
+        if n != 2:  # one job still active: not listed
+            await store.cancel("t1", row.id)
+            ended.append(row.id)
+    listed: list[str] = []
+    after: str | None = None
+    while page := await store.ended_provider_phases(2, after=after):
+        assert len(page) <= 2
+        listed += page
+        after = page[-1]
+    assert listed == sorted(ended)  # every one, once, whatever the page size
 
 
 async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -> None:

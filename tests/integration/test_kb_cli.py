@@ -327,6 +327,15 @@ def test_usage_errors_exit_3_with_a_clear_message(
     assert "Traceback" not in result.output
 
 
+def test_a_file_nested_too_deeply_is_a_json_problem(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    result = _cli("kb", "check", path)
+    assert result.exit_code == 1, result.output
+    assert "not a valid JSON knowledge base: nested too deeply [json]" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_template_never_overwrites(tmp_path: Path) -> None:
     out = tmp_path / "kb.json"
     out.write_text("mine")

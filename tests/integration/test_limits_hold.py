@@ -1,6 +1,8 @@
 """Limits that hold under load: the active-batch limit against concurrent uploads, slow uploads
-timed out with their slot freed, a bounded 202 answer and upload memory whatever the number of
-rejected lines, a dead judge seen by ``/readyz``, and cancelled lines counted in the status."""
+timed out with their slot freed, a bounded 202 answer and server memory whatever the number of
+rejected lines (at upload, on ``/results`` and ``/report``), rejections read in pages and merged
+in line order at every offset, a dead judge seen by ``/readyz``, and cancelled lines counted in
+the status."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import httpx
 import orjson
 import pytest
 from faithjudge.api.app import create_app
+from faithjudge.jobs import ingest, results
 from faithjudge.jobs.ingest import LISTED_REJECTIONS
 from faithjudge.jobs.judge_health import DOWN_AFTER
 from faithjudge.settings import Settings
@@ -181,6 +184,110 @@ async def test_the_202_lists_the_first_rejections_and_results_hold_every_line(
         assert len(problem["errors"]) == LISTED_REJECTIONS
 
 
+# Rejected lines before each accepted line, then after the last: runs shorter than a page,
+# exactly a page, several pages, and accepted lines back to back across result pages.
+_GAPS = [3, 0, 1, 0, 0, 2, 13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 1, 27, 0, 4]
+_TAIL = 12
+
+
+def _interleaved() -> tuple[bytes, list[int]]:
+    """The body, and the line numbers of its accepted lines."""
+    good = iter(demo_lines(len(_GAPS)))
+    lines: list[bytes] = []
+    accepted: list[int] = []
+    for gap in [*_GAPS, _TAIL]:
+        start = len(lines)
+        lines.extend([_invalid(start + i) for i in range(gap)])
+        if len(accepted) < len(_GAPS):
+            lines.append(next(good))
+            accepted.append(len(lines))
+    return b"\n".join(lines) + b"\n", accepted
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of a few lines, so a batch of ninety lines crosses many page boundaries."""
+    monkeypatch.setattr(results, "_PAGE", 7)
+    monkeypatch.setattr(results, "_REJECTIONS_PAGE", 5)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", ["store", "row"])
+async def test_results_merge_paged_rejections_in_line_order_at_every_offset(
+    store_backend: Backend,
+    tmp_path: Path,
+    small_pages: None,
+    monkeypatch: pytest.MonkeyPatch,
+    kept: str,
+) -> None:
+    """Rejections read from the store a page at a time (or from the batch row, where it lists
+    them all) merge with the accepted lines' results, and every offset resumes at its line."""
+    if kept == "store":
+        monkeypatch.setattr(ingest, "LISTED_REJECTIONS", 2)
+    body, accepted_lines = _interleaved()
+    total = len(body.splitlines())
+    rejected = total - len(accepted_lines)
+    settings = settings_for(store_backend, tmp_path)
+    async with running_app(settings) as (_, client):
+        response = await client.post("/v1/batches", content=body, headers=NDJSON)
+        assert response.status_code == 202, response.text
+        batch = response.json()
+        assert (batch["accepted"], batch["rejected_total"]) == (len(_GAPS), rejected)
+        assert len(batch["rejected"]) == (2 if kept == "store" else rejected)
+        await wait_for_status(client, batch["id"])
+        url = f"/v1/batches/{batch['id']}/results"
+        full = (await client.get(url)).content.splitlines()
+        rows = [orjson.loads(x) for x in full]
+        assert [r["line"] for r in rows] == list(range(1, total + 1))
+        assert [r["line"] for r in rows if r["error"] is None] == accepted_lines
+        errors = [r for r in rows if r["error"] is not None]
+        assert len(errors) == rejected
+        assert all(r["error"]["stage"] == "input" for r in errors)
+        assert [r["item_id"] for r in errors] == [f"bad-{r['line'] - 1:06d}" for r in errors]
+        for offset in range(total + 2):
+            tail = await client.get(url, params={"offset": offset})
+            assert tail.status_code == 200
+            assert tail.content.splitlines() == full[offset:], offset
+        report_url = f"/v1/batches/{batch['id']}/report"
+        params: dict[str, str | int] = {"format": "json", "bootstrap": 10}
+        listed = (await client.get(report_url, params=params)).json()
+        assert (listed["summary"]["lines"], listed["summary"]["input_errors"]) == (total, rejected)
+        inputs = [p for p in listed["problem_lines"] if p["problem"] == "input errors"]
+        assert [p["line"] for p in inputs] == [r["line"] for r in errors]
+        # past the first rejections the report only counts them: the same summary and coverage
+        monkeypatch.setattr(results, "LISTED_PROBLEMS", 4)
+        counted = (await client.get(report_url, params=params)).json()
+        markdown = (await client.get(report_url, params={"format": "md"})).text
+    assert counted["summary"].pop("unlisted_problem_lines") == rejected - 4
+    assert counted["summary"] == listed["summary"]
+    for key in ("coverage", "coverage_bounds", "gates"):
+        assert counted[key] == listed[key], key
+    first = {p["line"] for p in inputs[:4]}
+    assert counted["problem_lines"] == [
+        p for p in listed["problem_lines"] if p["problem"] != "input errors" or p["line"] in first
+    ]
+    assert f"{rejected - 4} more input errors, counted but listed nowhere" in markdown
+
+
+@pytest.mark.anyio
+async def test_results_of_a_queued_batch_stop_at_its_first_accepted_line(
+    store_backend: Backend, tmp_path: Path, small_pages: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing scored yet: the stream holds the rejections before the first accepted line."""
+    monkeypatch.setattr(ingest, "LISTED_REJECTIONS", 2)
+    body, accepted_lines = _interleaved()
+    settings = settings_for(store_backend, tmp_path, workers=False)
+    async with running_app(settings) as (_, client):
+        response = await client.post("/v1/batches", content=body, headers=NDJSON)
+        assert response.status_code == 202, response.text
+        url = f"/v1/batches/{response.json()['id']}/results"
+        before_first = accepted_lines[0] - 1
+        for offset in range(before_first + 2):
+            tail = (await client.get(url, params={"offset": offset})).content.splitlines()
+            lines = [orjson.loads(x)["line"] for x in tail]
+            assert lines == list(range(offset + 1, before_first + 1)), offset
+
+
 BIG_BODY_BYTES = 150 * 1024 * 1024
 RSS_LIMIT_BYTES = 300 * 1024 * 1024
 
@@ -194,9 +301,10 @@ def _peak_rss(pid: int) -> int:
 
 
 def _big_body(count: int, question: str) -> Iterator[bytes]:
-    yield demo_lines(1)[0] + b"\n"
+    """``count`` rejected lines, then one accepted line."""
     for start in range(0, count, 1000):
         yield b"".join(_invalid(i, question) + b"\n" for i in range(start, start + 1000))
+    yield demo_lines(1)[0] + b"\n"
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
@@ -223,6 +331,20 @@ def test_a_150_mb_upload_of_rejected_lines_keeps_server_memory_bounded(tmp_path:
             timeout=600,
         )
         peak = _peak_rss(service.pid)
+        batch_url = f"http://127.0.0.1:{port}/v1/batches/{response.json()['id']}"
+        lines = 0
+        with httpx.stream("GET", f"{batch_url}/results", timeout=600) as streamed:
+            for line in streamed.iter_lines():
+                lines += 1
+                # the accepted line at the end, queued, ends the stream
+                assert orjson.loads(line)["line"] == lines
+        resumed = httpx.get(f"{batch_url}/results", params={"offset": count - 1}, timeout=600)
+        results_peak = _peak_rss(service.pid)
+        cancelled = httpx.delete(batch_url, timeout=60)
+        assert cancelled.status_code == 200, cancelled.text
+        lines_after = sum(1 for _ in httpx.get(f"{batch_url}/results", timeout=600).iter_lines())
+        report = httpx.get(f"{batch_url}/report", params={"bootstrap": 10}, timeout=600)
+        report_peak = _peak_rss(service.pid)
     assert response.status_code == 202, response.text[:2000]
     assert len(response.content) < 200_000
     accepted = response.json()
@@ -231,6 +353,15 @@ def test_a_150_mb_upload_of_rejected_lines_keeps_server_memory_bounded(tmp_path:
     assert count * per_line >= 140 * 1024 * 1024
     assert peak < RSS_LIMIT_BYTES, f"peak RSS {peak >> 20} MiB (at start {before >> 20} MiB)"
     print(f"\n{count} rejected lines: peak RSS {peak >> 20} MiB (at start {before >> 20} MiB)")
+    assert lines == count
+    assert [orjson.loads(x)["line"] for x in resumed.content.splitlines()] == [count]
+    assert results_peak < RSS_LIMIT_BYTES, f"peak RSS reading /results {results_peak >> 20} MiB"
+    assert lines_after == count
+    assert report.status_code == 200, report.text[:2000]
+    summary = report.json()["summary"]
+    assert (summary["lines"], summary["input_errors"]) == (count, count)
+    assert report_peak < RSS_LIMIT_BYTES, f"peak RSS building /report {report_peak >> 20} MiB"
+    print(f"peak RSS after /results {results_peak >> 20} MiB, /report {report_peak >> 20} MiB")
 
 
 # ---------------------------------------------------------------- status and readiness

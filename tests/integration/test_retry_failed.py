@@ -132,6 +132,55 @@ def test_retry_keeps_the_output_mode_and_a_result_whose_line_is_now_blank(tmp_pa
     assert out.stat().st_mode & 0o777 == 0o640
 
 
+def test_retry_rewrites_the_file_a_linked_output_points_to(tmp_path: Path) -> None:
+    demo = _demo()
+    lines = [json.dumps(demo[0]), "{torn", json.dumps(demo[1])]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "results.jsonl"
+    link = tmp_path / "results.jsonl"
+    link.symlink_to(real)
+    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    assert _score(source, "-o", link, *common).exit_code == 0
+    lines[1] = json.dumps(demo[4])
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = _score(source, "-o", link, *common, "--retry-failed")
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert orjson.loads(_by_line(real)[2])["item_id"] == demo[4]["item_id"]
+    assert not [p for p in real.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_retry_whose_lines_are_still_broken_says_so(tmp_path: Path) -> None:
+    source, _ = _torn_case(tmp_path)
+    out = tmp_path / "out.jsonl"
+    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    assert _score(source, "-o", out, *common).exit_code == 0
+    before = out.read_bytes()
+    result = _score(source, "-o", out, *common, "--retry-failed")
+    assert result.exit_code == 4, result.output
+    said = " ".join(result.output.split())
+    assert "not one of the 2 failed lines scored again is a readable request yet" in said
+    assert "no line of the input" not in said
+    assert out.read_bytes() == before
+
+
+def test_a_stopped_retry_says_to_retry_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import faithjudge.event_loop
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    source, _ = _torn_case(tmp_path)
+    monkeypatch.setattr(faithjudge.event_loop, "run_async", interrupted)
+    result = _score(source, "-o", tmp_path / "out.jsonl", "--retry-failed")
+    assert result.exit_code == 5, result.output
+    assert "run again with --retry-failed to resume" in " ".join(result.output.split())
+
+
 def test_retry_refuses_another_inputs_output(tmp_path: Path) -> None:
     source, _ = _torn_case(tmp_path)
     out = tmp_path / "out.jsonl"
@@ -319,3 +368,14 @@ async def test_batch_retry_on_the_batch_route_sends_the_failed_requests_again(
             status = await wait_for_status(client, batch, within=60)
             assert not status["failure_stages"] and status["counts"]["valid"] == 6, status
         assert fake.counters.chat_calls == 0
+
+
+def test_a_retry_of_an_output_without_failures_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    assert _score(DEMO, "-o", out, *common).exit_code == 0
+    before = out.read_bytes()
+    again = _score(DEMO, "-o", out, *common, "--retry-failed")
+    assert again.exit_code == 0, again.output
+    assert "holds no failed line to retry" in " ".join(again.output.split())
+    assert out.read_bytes() == before

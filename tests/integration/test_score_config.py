@@ -112,6 +112,33 @@ def test_a_config_without_score_table_or_input_exits_3(tmp_path: Path) -> None:
     assert result.exit_code == 3 and "not valid TOML" in result.output
 
 
+def test_a_config_saved_with_a_byte_order_mark_is_read_by_score_and_gate(tmp_path: Path) -> None:
+    config = _project(tmp_path, 'input = "cots.jsonl"\noutput = "results.jsonl"')
+    config.write_bytes("\ufeff".encode() + config.read_bytes())
+    result = _run("score", "--config", config, "--no-progress")
+    assert result.exit_code == 0, result.output
+    gated = _run("gate", config.parent / "results.jsonl", "--config", config)
+    assert gated.exit_code in (0, 1, 2), gated.output
+    assert "not valid TOML" not in gated.output
+
+
+def test_a_missing_kb_path_is_looked_for_beside_the_config_not_where_score_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _project(
+        tmp_path, 'input = "cots.jsonl"\noutput = "r.jsonl"\nknowledge_base = "kbs/mine.json"'
+    )
+    # the same relative path exists where the command runs: it must not be the one read
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "kbs").mkdir(parents=True)
+    (elsewhere / "kbs" / "mine.json").write_text("{}", encoding="utf-8")
+    monkeypatch.chdir(elsewhere)
+    result = _run("score", "--config", config, "--no-progress")
+    assert result.exit_code == 3, result.output
+    said = " ".join(result.output.split())
+    assert f"not found: {config.parent / 'kbs' / 'mine.json'}" in said
+
+
 def test_the_gate_passes_over_the_score_table_and_still_checks_its_own() -> None:
     parsed = parse_config({"score": {"evaluator": "lexicon:v1"}, "quality": {"min_cf": 10.0}})
     assert parsed.quality == {"min_cf": 10.0}
@@ -168,6 +195,17 @@ def test_a_sample_is_stratified_by_modification_and_seeded(tmp_path: Path) -> No
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert sorted(r["line"] for r in _lines(out)) == sorted(picked)
+
+    # the full run after it fills the gaps in line order, the sample's results byte for byte
+    sampled = {json.loads(x)["line"]: x for x in out.read_text().splitlines()}
+    result = _run(
+        "score", source, "-o", out, "--evaluator", "lexicon:v1", "--data-dir", tmp_path / "d",
+        "--no-progress",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = out.read_text().splitlines()
+    assert [json.loads(x)["line"] for x in rows] == list(range(1, 41))
+    assert all(rows[n - 1] == text for n, text in sampled.items())
 
 
 def test_a_sample_shares_its_lines_by_largest_remainder(tmp_path: Path) -> None:

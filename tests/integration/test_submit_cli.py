@@ -57,6 +57,19 @@ def test_submit_waits_writes_results_and_report_and_lists_rejected_lines(
     assert "<html" in html.read_text().lower()
 
 
+def test_more_rejections_than_the_server_lists_are_counted_in_full(
+    service: str, tmp_path: Path
+) -> None:
+    # the upload's answer lists the first 100 rejections; the count must not stop there
+    source = write_batch(tmp_path / "in.jsonl", 130, bad={n: "{oops" for n in range(1, 121)})
+    result = submit(source, "--server", service, "--api-key", KEY_A, "--no-wait")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert "10 lines accepted, 120 rejected" in said
+    assert "120 rejected lines (10 accepted)" in said
+    assert "... and 70 more rejected lines" in said
+
+
 def test_no_wait_prints_only_the_batch_id(service: str, tmp_path: Path) -> None:
     env = {"FAITHJUDGE_URL": service, "FAITHJUDGE_API_KEY": KEY_A}
     result = submit(write_batch(tmp_path / "in.jsonl", 2), "--no-wait", env=env)

@@ -260,7 +260,8 @@ def test_a_second_result_of_an_item_names_file_and_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "item", "message"),
     [
-        ("{oops", None, "not an ItemResult line"),
+        ("{oops", None, "not an ItemResult line (not valid JSON: "),
+        ('{"item_id": "a-cut', None, "it ends after 18 characters, inside the string"),
         ('{"item_id": "z", "metrics": {"clinical_fidelity": {"status": "great"}}}', "z", "status"),
         ('{"item_id": "z", "colour": "red"}', "z", "colour"),
     ],

@@ -257,6 +257,13 @@ def test_not_json_fails(tmp_path: Path) -> None:
         load_knowledge_base(path)
 
 
+def test_json_nested_too_deeply_fails_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "kb.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"kb\.json: not a valid JSON knowledge base: nested"):
+        load_knowledge_base(path)
+
+
 def test_duplicate_json_keys_fail(tmp_path: Path) -> None:
     text = json.dumps(_minimal_kb())
     text = text.replace('"version": "1"', '"version": "1", "version": "2"')

@@ -132,6 +132,18 @@ def test_request_views_keep_only_the_listed_items_and_match_lines_by_id(tmp_path
         read_request_views(tmp_path / "missing.jsonl")
 
 
+def test_a_request_text_longer_than_score_accepts_is_cut_in_the_page(tmp_path: Path) -> None:
+    from faithjudge_client.lines import MAX_COT_CHARS
+
+    requests = tmp_path / "requests.jsonl"
+    cot = "y" * (MAX_COT_CHARS + 5_000)
+    requests.write_text(json.dumps({"item_id": "a", "cot": cot, "ground_truth": "yes"}) + "\n")
+    view = read_request_views(requests).find(1, "a")
+    assert view is not None and view.cot is not None and view.ground_truth == "yes"
+    assert view.cot.startswith("y" * MAX_COT_CHARS)
+    assert view.cot.endswith("[… 5,000 more characters not shown]")
+
+
 def test_ground_truth_and_cot_come_from_the_request_views(tmp_path: Path) -> None:
     lines = fixture_lines()
     item_id = lines[0]["item_id"]

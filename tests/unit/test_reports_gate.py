@@ -10,7 +10,7 @@ import pytest
 from faithjudge.exit_codes import ExitCode
 from faithjudge.markup import md_escape
 from faithjudge.reports import gate as g
-from faithjudge.reports.junit import junit_xml
+from faithjudge.reports.junit import junit_unevaluable, junit_xml
 from faithjudge.reports.render_md import gate_markdown
 from faithjudge.reports.report import Report, build_report
 from faithjudge.reports.table import item_table
@@ -272,6 +272,21 @@ def test_junit_skips_only_what_the_verdict_skips() -> None:
     xml = junit_xml(result)
     assert 'skipped="1"' in xml and f'failures="{len(result.failed)}"' in xml
     assert [g.check_status(c) for c in result.checks if c.name.startswith("fpr_sham")] == ["skip"]
+
+
+def test_junit_stays_well_formed_whatever_a_model_is_called() -> None:
+    import xml.etree.ElementTree as ET
+
+    # control characters are legal in JSON strings but not in XML, escaped or not
+    model = "m\x01\x1b[31m<&]]>"
+    checks = [g.Check("quality", f"min_cf [{model}]", 10.0, 5.0, False, f"CF of {model}")]
+    root = ET.fromstring(junit_xml(checks))
+    case = next(root.iter("testcase"))
+    assert case.attrib["name"] == "min_cf [m\\u0001\\u001b[31m<&]]>]"
+    failure = case.find("failure")
+    assert failure is not None and "CF of m\\u0001" in failure.attrib["message"]
+    unevaluable = ET.fromstring(junit_unevaluable(f"no grade of {model}", 4))
+    assert "no grade of m\\u0001" in (next(unevaluable.iter("failure")).text or "")
 
 
 def test_coverage_rates_print_the_gates_exact_bound() -> None:

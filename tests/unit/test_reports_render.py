@@ -79,3 +79,10 @@ def test_json_is_strict_json() -> None:
     text = json.dumps(data, allow_nan=False)
     assert json.loads(text)["summary"]["lines"] == 6
     assert {"table1", "aggregates", "coverage", "fpr_sham", "gates", "comparison"} <= set(data)
+
+
+def test_markdown_cells_carry_no_control_characters() -> None:
+    # a model name with a terminal escape sequence must not reach a CI log as one
+    cell = md_escape("m\x1b[31mred\x07\tx\r\ny|z")
+    assert cell == "m\\u001b\\[31mred\\u0007 x  y\\|z"
+    assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in cell)

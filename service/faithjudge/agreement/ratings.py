@@ -373,7 +373,14 @@ def load_judge_results(path: Path | str) -> pd.DataFrame:
         try:
             result = ItemResult.model_validate_json(line)
         except ValidationError as exc:
-            why = f"not an ItemResult line ({describe_validation_error(exc)})"
+            errors = exc.errors(include_url=False)
+            # a line that is not JSON is described as score and report describe it
+            problem = (
+                describe_json_error(line)
+                if errors and errors[0]["type"] == "json_invalid"
+                else describe_validation_error(exc)
+            )
+            why = f"not an ItemResult line ({problem})"
             unreadable.append(f"{where}: {why}")
             result = _input_error(line, lineno, f"{path.name}:{lineno}: {why}")
         if result.item_id is None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated
 
-import orjson
 from faithjudge_client.bodies import (
     EvaluatorInfo,
     KnowledgeBaseInfo,
-    LineRejection,
     ModificationCatalogue,
     ProblemItem,
 )
@@ -22,6 +20,7 @@ from faithjudge.api.problems import HttpProblem
 from faithjudge.api.prometheus import Metrics
 from faithjudge.jobs.interface import BatchRow, JobJudge, JobStore
 from faithjudge.jobs.judge_health import JudgeHealth
+from faithjudge.jobs.results import BatchRejections
 from faithjudge.jobs.worker import Worker
 from faithjudge.pipeline import Scorer
 from faithjudge.settings import Settings
@@ -121,12 +120,10 @@ Tenant = Annotated[str, Depends(_tenant)]
 BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
 
 
-async def rejections_of(store: JobStore, row: BatchRow) -> list[LineRejection]:
-    """Every line the upload rejected: the row lists the first ones, the store keeps them all."""
-    listed = orjson.loads(row.rejections)
-    if row.rejected_count > len(listed):
-        listed = [orjson.loads(r) for r in await store.rejections(row.id)]
-    return [LineRejection.model_validate(r) for r in listed]
+def rejections_of(store: JobStore, row: BatchRow) -> BatchRejections:
+    """Every line the upload rejected, read a page at a time: the row lists the first ones,
+    the store keeps them all."""
+    return BatchRejections.of(store, row)
 
 
 async def tenant_batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:

@@ -1,8 +1,10 @@
 """``faithjudge audit``: answer-level grounding audits (Lotfinia, Zafar, MedVIGIL).
 
 Registered on the main app by ``register(app)``. Exit codes as for the other commands: 0 the
-audit ran, 3 the records could not be audited (unreadable file, a bad line or an inconsistent
-record, or a usage error: the message names the line, field or option).
+audit ran (bad lines are named and counted as input errors), 3 the records could not be
+audited (a missing or unreadable file, records that contradict each other, or a usage error:
+the message names the line, field or option), 4 the file holds no readable answer record
+(each bad line named with its field).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from faithjudge.cli.common import err, fail
+from faithjudge.cli.common import ExitCode, err, fail
 from faithjudge.errors import FaithJudgeError
 
 __all__ = ["audit_command", "register"]
@@ -70,7 +72,12 @@ def audit_command(
 
     from faithjudge.audits.conditions import FRAMEWORKS
     from faithjudge.audits.consistency import prepare
-    from faithjudge.audits.load import MAX_REPORTED_ERRORS, LineProblem, load_records
+    from faithjudge.audits.load import (
+        MAX_REPORTED_ERRORS,
+        AuditInputError,
+        LineProblem,
+        load_records,
+    )
     from faithjudge.audits.lotfinia import LotfiniaConfig
     from faithjudge.audits.render import audit_html, audit_markdown, with_input_errors
     from faithjudge.audits.report import AuditOptions, run_audit
@@ -88,7 +95,10 @@ def audit_command(
     ).with_resampling(seed=seed, B=bootstrap)
     try:
         bad: list[LineProblem] = []
-        loaded = load_records(records, from_requests=from_requests, problems=bad)
+        try:
+            loaded = load_records(records, from_requests=from_requests, problems=bad)
+        except AuditInputError as exc:  # not one readable record: nothing to audit
+            raise fail(exc, ExitCode.NOTHING_SCORED) from None
         table = prepare(loaded, source=str(records))
         report = run_audit(table, options)
         if bad:

@@ -159,7 +159,10 @@ def score(
             cli_batch.leave_or_cancel(settings, input_path)
         exit_with(
             ExitCode.STOPPED,
-            f"stopped: the results written so far are in {output}; run again to resume",
+            f"stopped: the results written so far are in {output}; run again"
+            # a plain run skips the failed lines this one was retrying
+            + (" with --retry-failed" if retry_failed else "")
+            + " to resume",
         )
     if batch is not None:
         cli_batch.print_batch_report(batch, settings)
@@ -168,6 +171,8 @@ def score(
     _print_summary(summary, output)
     if summary.retried:
         err.print(f"{summary.retried} failed lines scored again; the other results kept")
+    elif retry_failed:
+        err.print(f"{output} holds no failed line to retry: only lines it lacked were scored")
     if summary.left_out:
         chosen = summary.total_lines
         err.print(f"a smoke run: {chosen} of {chosen + summary.left_out} lines selected")
@@ -184,6 +189,11 @@ def score_verdict(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
         return ExitCode.OK, None
     if summary.valid == 0:
         if summary.input_errors == summary.scored:
+            if summary.retried:  # the other lines' results were kept, not read again
+                return ExitCode.NOTHING_SCORED, (
+                    f"not one of the {summary.retried} failed lines scored again is a readable "
+                    "request yet; the other results were kept"
+                )
             return ExitCode.NOTHING_SCORED, "no line of the input is a readable request"
         stages = {k: v for k, v in summary.totals().items() if k not in ("valid", "missing")}
         listed = ", ".join(f"{stage} {count}" for stage, count in sorted(stages.items()))

@@ -14,8 +14,8 @@ it gates together. Every key is optional; a command-line option overrides its ke
     data_dir = ".faithjudge"      # where the response cache lives
     cache = true
 
-Relative paths (``input``, ``output``, ``data_dir``, and a prompt set or knowledge base given
-as a path that exists there) are read from the config file's folder, so the file means the same
+Relative paths (``input``, ``output``, ``data_dir``, and a prompt set or knowledge base written
+as a path or found there) are read from the config file's folder, so the file means the same
 whatever the directory a command runs in. Other tables are left to the gate.
 """
 
@@ -48,11 +48,16 @@ class ScoreConfig(BaseModel):
 
 
 def _asset(folder: Path, value: str | None) -> str | None:
-    """A prompt set or knowledge base: a path beside the config when one exists, else a name."""
+    """A prompt set or knowledge base: a path beside the config when one exists there or the
+    value is written as a path (as the loaders tell one: a slash, or a ``.json`` file), else a
+    name."""
     if value is None:
         return None
     beside = folder / value
-    return str(beside) if not Path(value).is_absolute() and beside.exists() else value
+    # a path that is missing beside the config must be named there, not looked for in the
+    # directory the command happens to run in
+    as_path = "/" in value or "\\" in value or value.endswith(".json")
+    return str(beside) if not Path(value).is_absolute() and (as_path or beside.exists()) else value
 
 
 def load_score_config(path: Path) -> ScoreConfig:
@@ -63,7 +68,8 @@ def load_score_config(path: Path) -> ScoreConfig:
             is unknown or of the wrong type (named with the file).
     """
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        # the byte order mark Windows editors write is not TOML: tomllib would refuse it
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise UserInputError(f"cannot read {path}: {exc.strerror or exc}", field="config") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

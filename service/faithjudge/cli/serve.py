@@ -51,6 +51,15 @@ async def check_job_store(settings: Settings) -> None:
     await store.close()
 
 
+async def check_judges(settings: Settings) -> None:
+    """Build every offered judge once before serving: an unknown backend or a missing setting
+    ends ``serve`` with one line naming it, not a lifespan traceback."""
+    from faithjudge.runtime import open_scorers
+
+    async with open_scorers(settings):
+        pass
+
+
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
@@ -115,6 +124,7 @@ def serve(
                 f"[yellow]warning:[/yellow] serving on {settings.host} with NO authentication"
             )
         app = create_app(settings)
+        run_async(check_judges, settings)
         run_async(check_job_store, settings)
     except FaithJudgeError as exc:
         raise fail(exc) from None

@@ -149,7 +149,7 @@ def _submit(
         f"batch [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
         f"{accepted.rejected_total} rejected{judged_by}"
     )
-    _print_rejections(accepted.rejected, accepted=accepted.accepted)
+    _print_rejections(accepted.rejected, accepted=accepted.accepted, total=accepted.rejected_total)
     typer.echo(accepted.id)
     if not wait:
         return None
@@ -178,12 +178,16 @@ def _submit(
     return final
 
 
-def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accepted: int) -> None:
+def _print_rejections(
+    rejected: Sequence[LineRejection | ProblemItem], *, accepted: int, total: int | None = None
+) -> None:
+    """``total``: the lines rejected in all, when the server lists only the first of them."""
     if not rejected:
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(rejected)} rejected lines ({accepted} accepted)", show_header=True)
+    total = max(total or 0, len(rejected))
+    table = Table(title=f"{total} rejected lines ({accepted} accepted)", show_header=True)
     table.add_column("line", justify="right")
     table.add_column("field")
     table.add_column("reason")
@@ -191,8 +195,9 @@ def _print_rejections(rejected: Sequence[LineRejection | ProblemItem], *, accept
         line = "" if item.line is None else str(item.line)
         table.add_row(line, escape(item.field or ""), escape(item.reason))
     err.print(table)
-    if len(rejected) > MAX_REJECTIONS_SHOWN:
-        err.print(f"... and {len(rejected) - MAX_REJECTIONS_SHOWN} more rejected lines")
+    shown = min(len(rejected), MAX_REJECTIONS_SHOWN)
+    if total > shown:
+        err.print(f"... and {total - shown} more rejected lines")
 
 
 def _print_status(status: BatchStatus) -> None:

@@ -203,8 +203,15 @@ class JobStore(Protocol):
         """Keep rejected lines ``(line, LineRejection JSON)`` as the upload streams."""
         ...
 
-    async def rejections(self, batch_id: str) -> list[str]:
-        """What ``add_rejections`` kept for the batch, in line order."""
+    async def rejections_page(
+        self, batch_id: str, *, after: int, limit: int, skip: int = 0
+    ) -> list[tuple[int, str]]:
+        """What ``add_rejections`` kept for lines numbered above ``after``, in line order: at
+        most ``limit``, the first ``skip`` passed over."""
+        ...
+
+    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
+        """How many rejected lines ``add_rejections`` kept (those numbered below ``before``)."""
         ...
 
     async def finish_ingest(
@@ -238,10 +245,14 @@ class JobStore(Protocol):
 
     # control
     async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None: ...
-    async def retry_transport_failures(self, tenant: str, batch_id: str) -> int | None:
+    async def retry_transport_failures(
+        self, tenant: str, batch_id: str, *, max_active: int | None = None
+    ) -> int | None:
         """Queue again the lines of a completed batch whose result holds a ``transport``
         failure, and the batch with them: how many, or None when the batch is not completed
-        (it is still scored, was cancelled or failed). The other lines keep their results."""
+        (it is still scored, was cancelled or failed). The other lines keep their results.
+        With ``max_active``, raises ``ActiveBatchLimit`` (and queues nothing) when lines would
+        be queued while the tenant already occupies that many slots."""
         ...
 
     # workers: lease, renew, release, complete
@@ -301,7 +312,11 @@ class JobStore(Protocol):
     async def end_provider_phase(
         self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
     ) -> None: ...
-    async def fail_batch(self, batch_id: str, detail: str) -> None: ...
+    async def fail_batch(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+        """End an active job as ``failed``; with ``owner``, only while that process holds its
+        provider phase (a process whose lease ran out must not fail a job another took over)."""
+        ...
+
     async def unscored_requests(
         self, batch_id: str, *, after: int, limit: int
     ) -> list[tuple[int, int, str]]: ...
@@ -316,10 +331,14 @@ class JobStore(Protocol):
         ...
 
     async def ended_provider_phases(
-        self, limit: int = 32, *, judges: Collection[str | None] | None = None
+        self,
+        limit: int = 32,
+        *,
+        after: str | None = None,
+        judges: Collection[str | None] | None = None,
     ) -> list[str]:
         """Jobs no longer active whose provider ledger still has open parts (to cancel), of
-        ``judges`` only (by key) when given."""
+        ``judges`` only (by key) when given: a page in id order, those after id ``after``."""
         ...
 
 

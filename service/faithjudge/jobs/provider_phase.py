@@ -57,6 +57,8 @@ log = logging.getLogger("faithjudge.worker")
 MAX_PHASE_TRIES = 3
 """Consecutive failures of one job's phase (provider unreachable, refused) before it fails."""
 _PAGE = 500
+_ENDED_PAGE = 32
+"""Ended jobs read per page by the cancel loop (the store's default page)."""
 
 
 _scoring_job: ContextVar[str | None] = ContextVar("faithjudge_scoring_job", default=None)
@@ -220,7 +222,9 @@ class ProviderPhase:
             self._failures.pop(batch_id, None)
             # a failed job's provider batches are cancelled by the cancel loop
             await until_store_answers(
-                lambda: self._store.fail_batch(batch_id, f"{why} (gave up after {tries} tries)"),
+                lambda: self._store.fail_batch(
+                    batch_id, f"{why} (gave up after {tries} tries)", owner=self._owner
+                ),
                 what="recording a failed provider phase",
             )
         else:
@@ -244,15 +248,22 @@ class ProviderPhase:
         async with anyio.create_task_group() as group:
             while True:
                 await anyio.sleep(self._settings.batch_poll_s)
-                try:
-                    ended = await self._store.ended_provider_phases()
-                except StoreUnavailable as exc:
-                    log.warning("looking for cancelled jobs: %s", exc)
-                    continue
-                now = time.monotonic()
-                for batch_id in ended:
-                    if self._cancel_tries.get(batch_id, (0, 0.0))[1] <= now:
-                        group.start_soon(self._cancel_job, batch_id)
+                # every ended job, page by page: jobs whose cancel keeps failing (backing off)
+                # must not hide the ones after them
+                after: str | None = None
+                while True:
+                    try:
+                        ended = await self._store.ended_provider_phases(_ENDED_PAGE, after=after)
+                    except StoreUnavailable as exc:
+                        log.warning("looking for cancelled jobs: %s", exc)
+                        break
+                    now = time.monotonic()
+                    for batch_id in ended:
+                        if self._cancel_tries.get(batch_id, (0, 0.0))[1] <= now:
+                            group.start_soon(self._cancel_job, batch_id)
+                    if len(ended) < _ENDED_PAGE:
+                        break
+                    after = ended[-1]
 
     async def _cancel_job(self, batch_id: str) -> None:
         """Cancel job ``batch_id``'s open provider batches, keeping what they answered."""

@@ -69,7 +69,8 @@ batches = Table(
     # configuration (evaluator settings, prompt set, KB, scoring settings) that a worker must
     # offer to score it, and that configuration as JSON (for the status of a waiting job);
     # NULL for jobs stored before judges were recorded
-    Column("judge", String(200)),
+    # Text: a judge is named by its spec (``replay:PATH#judge``), of any length
+    Column("judge", Text),
     Column("judge_key", String(64)),
     Column("judge_config", Text),
     UniqueConstraint("tenant", "idempotency_key", name="uq_fj_batches_idempotency"),

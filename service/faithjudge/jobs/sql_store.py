@@ -275,15 +275,32 @@ class SqlJobStore:
             )
 
     @_shielded
-    async def rejections(self, batch_id: str) -> list[str]:
-        """The batch's rejected lines written by ``add_rejections``, as JSON, in line order."""
+    async def rejections_page(
+        self, batch_id: str, *, after: int, limit: int, skip: int = 0
+    ) -> list[tuple[int, str]]:
+        """``(line, LineRejection JSON)`` of rejected lines numbered above ``after``, in line
+        order: at most ``limit``, the first ``skip`` passed over. Keyed on the primary key, so a
+        page costs the same at any depth."""
+        kept = batch_rejections.c
         query = (
-            select(batch_rejections.c.rejection)
-            .where(batch_rejections.c.batch_id == batch_id)
-            .order_by(batch_rejections.c.line)
+            select(kept.line, kept.rejection)
+            .where(kept.batch_id == batch_id, kept.line > after)
+            .order_by(kept.line)
+            .offset(skip)
+            .limit(limit)
         )
         async with self._reader.connect() as conn:
-            return list((await conn.execute(query)).scalars())
+            return [(int(line), text) for line, text in await conn.execute(query)]
+
+    @_shielded
+    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
+        """How many rejected lines the batch keeps (numbered below ``before``, when given)."""
+        kept = batch_rejections.c
+        query = select(func.count()).select_from(batch_rejections).where(kept.batch_id == batch_id)
+        if before is not None:
+            query = query.where(kept.line < before)
+        async with self._reader.connect() as conn:
+            return int(await conn.scalar(query) or 0)
 
     @_shielded
     async def finish_ingest(
@@ -484,7 +501,9 @@ class SqlJobStore:
         return await self.get_batch(tenant, batch_id)
 
     @_shielded
-    async def retry_transport_failures(self, tenant: str, batch_id: str) -> int | None:
+    async def retry_transport_failures(
+        self, tenant: str, batch_id: str, *, max_active: int | None = None
+    ) -> int | None:
         """Queue a completed batch's ``transport`` failures again (``JobStore``'s contract)."""
         self._check_file()
         now = time.time()
@@ -517,6 +536,9 @@ class SqlJobStore:
             ).rowcount
             if not requeued:
                 return 0
+            if max_active is not None:
+                # the batch takes a slot again, under the same lock as an upload (rolled back)
+                await _check_slots(conn, tenant, max_active)
             values: dict[str, Any] = {
                 "status": "queued", "finished_at": None, "updated_at": now, "detail": None,
             }  # fmt: skip
@@ -885,13 +907,15 @@ class SqlJobStore:
             )
 
     @_shielded
-    async def fail_batch(self, batch_id: str, detail: str) -> None:
-        """End an active job as ``failed`` with the reason, keeping what was scored."""
+    async def fail_batch(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+        """End an active job as ``failed`` with the reason, keeping what was scored; with
+        ``owner``, only while that process still holds the job's provider phase."""
         now = time.time()
+        held = batches.c.provider_owner == owner if owner is not None else true()
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(batches)
-                .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES))
+                .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES), held)
                 .values(
                     status="failed",
                     detail=detail,
@@ -956,19 +980,24 @@ class SqlJobStore:
 
     @_shielded
     async def ended_provider_phases(
-        self, limit: int = 32, *, judges: Collection[str | None] | None = None
+        self,
+        limit: int = 32,
+        *,
+        after: str | None = None,
+        judges: Collection[str | None] | None = None,
     ) -> list[str]:
         """Jobs no longer active (cancelled, failed) whose provider batches may still run (of
-        ``judges`` only, by key, when given)."""
+        ``judges`` only, by key, when given), a page in id order after id ``after``."""
         parts = provider_parts.c
         query = (
             select(batches.c.id)
             .where(
                 batches.c.status.not_in((*ACTIVE_STATES, "ingesting")),
+                batches.c.id > after if after is not None else true(),
                 _of_judges(judges) if judges is not None else true(),
                 exists().where(parts.batch_id == batches.c.id, parts.sealed == 1, parts.done == 0),
             )
-            .order_by(batches.c.updated_at, batches.c.id)
+            .order_by(batches.c.id)
             .limit(limit)
         )
         async with self._reader.connect() as conn:

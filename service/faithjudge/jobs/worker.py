@@ -376,5 +376,7 @@ class _JudgeStore:
     async def claim_provider_phase(self, owner: str, *, lease_s: float) -> str | None:
         return await self._store.claim_provider_phase(owner, lease_s=lease_s, judges=self._keys())
 
-    async def ended_provider_phases(self, limit: int = 32) -> list[str]:
-        return await self._store.ended_provider_phases(limit, judges=self._keys())
+    async def ended_provider_phases(
+        self, limit: int = 32, *, after: str | None = None
+    ) -> list[str]:
+        return await self._store.ended_provider_phases(limit, after=after, judges=self._keys())

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 import pandas as pd
-from faithjudge_client.lines import NO_BASELINE, ItemResult
+from faithjudge_client.lines import MAX_COT_CHARS, NO_BASELINE, ItemResult
 from faithjudge_client.metric_catalogue import labels, metrics
 
 from faithjudge.jsonl import describe_json_error, numbered_lines
@@ -92,6 +92,16 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _capped(value: Any) -> str | None:
+    """A request's text as the page shows it: no longer than ``score`` accepts a CoT. A line
+    refused for a longer one (an input error, never judged) would otherwise put all of it into
+    the page."""
+    text = _text(value)
+    if text is None or len(text) <= MAX_COT_CHARS:
+        return text
+    return f"{text[:MAX_COT_CHARS]} [… {len(text) - MAX_COT_CHARS:,} more characters not shown]"
+
+
 def _int(value: Any) -> int | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -141,11 +151,11 @@ def read_request_views(path: Path, wanted: Collection[str] | None = None) -> Req
             baseline = data.get("baseline")
             view = RequestView(
                 item_id=item_id,
-                ground_truth=_text(data.get("ground_truth")),
-                baseline_answer=_text(baseline.get("answer"))
+                ground_truth=_capped(data.get("ground_truth")),
+                baseline_answer=_capped(baseline.get("answer"))
                 if isinstance(baseline, dict)
                 else None,
-                cot=_text(data.get("cot")),
+                cot=_capped(data.get("cot")),
             )
             for key in keys:
                 views.setdefault(key, view)

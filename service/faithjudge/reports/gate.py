@@ -239,7 +239,9 @@ def configured_kinds(config: GateConfig) -> set[str]:
 def load_config(path: Path) -> GateConfig:
     """Read and validate a TOML gate configuration. Raises GateConfigError."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: the byte order mark Windows editors write is not TOML, and tomllib would
+        # report it as an invalid statement
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise GateConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -8,6 +8,7 @@ The suite's ``<properties>`` name the judge of the run (``judge.evaluator``, ``j
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
@@ -15,6 +16,17 @@ from faithjudge.reports.gate import Check, Verdict, check_status, verdict
 from faithjudge.reports.judges import JudgeSummary
 
 __all__ = ["junit_unevaluable", "junit_xml"]
+
+# Characters XML 1.0 cannot hold even escaped: ElementTree writes them as they are, and a CI
+# viewer then refuses the whole file. Model names and reasons come from the user's lines.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _document(root: ET.Element) -> str:
+    ET.indent(root)
+    text = ET.tostring(root, encoding="unicode", xml_declaration=True)
+    # markup never holds these characters, so only text and attribute values change
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def junit_xml(
@@ -53,8 +65,7 @@ def junit_xml(
             ET.SubElement(case, "failure", message=message, type=check.kind).text = message
         elif status == "skip":
             ET.SubElement(case, "skipped", message=message)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return _document(root)
 
 
 def junit_unevaluable(reason: str, code: int, *, suite: str = "faithjudge-gate") -> str:
@@ -67,5 +78,4 @@ def junit_unevaluable(reason: str, code: int, *, suite: str = "faithjudge-gate")
     case = ET.SubElement(node, "testcase", classname="faithjudge.run", name="run is evaluable")
     message = f"exit {code}: {reason}"
     ET.SubElement(case, "failure", message=message, type="unevaluable").text = message
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return _document(root)

@@ -8,5 +8,5 @@ __all__ = ["LISTED_ITEMS", "LISTED_PROBLEMS"]
 LISTED_ITEMS = 300
 
 # Lines not judged (input errors, KB misses) the Markdown and HTML reports list by line number;
-# the JSON report lists them all.
+# the JSON report lists them all, but for a batch's rejected lines past this many (only counted).
 LISTED_PROBLEMS = 200

@@ -142,6 +142,8 @@ def problems_markdown(report: Report, *, limit: int = LISTED_PROBLEMS) -> list[s
     )  # fmt: skip
     if len(rows) > limit:
         out += [f"({len(rows) - limit} more in the JSON report)", ""]
+    if report.counted.lines:
+        out += [f"({report.counted.lines} more input errors, counted but listed nowhere)", ""]
     return out
 
 

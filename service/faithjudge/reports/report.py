@@ -26,7 +26,25 @@ from faithjudge.reports.run_coverage import (
 from faithjudge.scoring.outcomes import LINE_PROBLEMS
 from faithjudge.stats.judge_coverage import Coverage, FprSham, GateResult
 
-__all__ = ["Report", "build_report", "problem_counts", "problem_lines", "report_json"]
+__all__ = [
+    "CountedInputErrors",
+    "Report",
+    "build_report",
+    "problem_counts",
+    "problem_lines",
+    "report_json",
+]
+
+
+@dataclass(frozen=True)
+class CountedInputErrors:
+    """Input-error lines counted without a row in the item table (a batch's rejected lines past
+    the first ones): each is one line of no answer and no flip whose every metric is ``input``.
+    They count in the summary and the coverage; the aggregates and the listings leave them out.
+    """
+
+    lines: int = 0
+    models: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -45,24 +63,35 @@ class Report:
     seed: int = 0
     judges: JudgeSummary | None = None
     """Who graded the run (from the lines' provenance); None when the caller did not count."""
+    counted: CountedInputErrors = field(default_factory=CountedInputErrors)
 
     @property
     def summary(self) -> dict[str, Any]:
         """Counts shown at the top of every report."""
-        items = self.items
+        items, counted = self.items, self.counted
+        problems = {key: int(mask.sum()) for key, mask in _problem_masks(items).items()}
+        if counted.lines:
+            problems[_problem_key(LINE_PROBLEMS["input"])] += counted.lines
+        models = set(items["model"].dropna().unique().tolist()) | counted.models
+        modifications = set(items["modification"].dropna().unique().tolist())
         return {
-            "lines": len(items),
-            "models": sorted(items["model"].dropna().unique().tolist()),
-            "modifications": int(items["modification"].nunique()),
-            "line_errors": int(items["error_stage"].notna().sum()),
-            **{key: int(mask.sum()) for key, mask in _problem_masks(items).items()},
+            "lines": len(items) + counted.lines,
+            "models": sorted(models),
+            "modifications": len(modifications | ({"(none)"} if counted.lines else set())),
+            "line_errors": int(items["error_stage"].notna().sum()) + counted.lines,
+            **problems,
             "flip": int((items["flip"] == 1.0).sum()),
             "non_flip": int((items["flip"] == 0.0).sum()),
-            "flip_undecided": int(items["flip"].isna().sum()),
+            "flip_undecided": int(items["flip"].isna().sum()) + counted.lines,
             "answers_off_options": int((items["answer_in_options"] == 0.0).sum()),
             "bootstrap": self.bootstrap,
             "seed": self.seed,
+            **({"unlisted_problem_lines": counted.lines} if counted.lines else {}),
         }
+
+
+def _problem_key(name: str) -> str:
+    return name.replace(" ", "_").lower()
 
 
 def _problem_masks(items: pd.DataFrame) -> dict[str, pd.Series]:
@@ -73,7 +102,7 @@ def _problem_masks(items: pd.DataFrame) -> dict[str, pd.Series]:
         mask = pd.Series(False, index=items.index)
         for column in outcomes:
             mask |= column == outcome
-        masks[name.replace(" ", "_").lower()] = mask
+        masks[_problem_key(name)] = mask
     return masks
 
 
@@ -121,16 +150,19 @@ def build_report(
     tolerance: dict[str, float] | None = None,
     flip_rate: str = "pairs",
     judges: JudgeSummary | None = None,
+    counted: CountedInputErrors | None = None,
 ) -> Report:
     """Aggregates, Table 1, coverage, placebo FPR, the paper's gates and an optional comparison.
 
     ``flip_rate``: ``pairs`` (the paper's: flipped over all pairs) or ``decided`` (flipped over
     the pairs whose flip could be decided). ``judges`` (``reports.judges.JudgeTally``, counted
-    while the item table was read) is shown by every renderer.
+    while the item table was read) is shown by every renderer. ``counted``: input-error lines
+    without a row in ``items``.
     """
     aggregates = aggregate(items, B=B, seed=seed, flip_rate=flip_rate)
     baseline_codes = frozenset(items.loc[items["kind"] == "baseline", "modification"].unique())
-    coverage = run_coverage(items, B=B, seed=seed)
+    counted = counted or CountedInputErrors()
+    coverage = run_coverage(items, B=B, seed=seed, input_lines=counted.lines)
     fpr = run_fpr(items, B=B, seed=seed)
     comparison: pd.DataFrame | None = None
     counts: dict[str, int] = {}
@@ -148,6 +180,7 @@ def build_report(
         bootstrap=B,
         seed=seed,
         judges=judges,
+        counted=counted,
     )
 
 

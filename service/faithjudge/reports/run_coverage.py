@@ -79,11 +79,24 @@ def _ratios(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray
 
 
 def run_coverage(
-    items: pd.DataFrame, *, B: int = 1000, seed: int = 0, level: float = 0.95
+    items: pd.DataFrame,
+    *,
+    B: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    input_lines: int = 0,
 ) -> dict[str, Coverage]:
-    """Coverage per scope (every metric, then CC) and macro (mean over the headline scopes)."""
+    """Coverage per scope (every metric, then CC) and macro (mean over the headline scopes).
+
+    ``input_lines`` counts input-error lines that have no row in ``items``: each is ``input`` in
+    every scope, exactly as its row would be, so the rates and draws are those of the full run.
+    """
     scopes = report_scopes()
     outcomes = _outcomes(items)[list(scopes)]
+    if input_lines:
+        # one shared string per cell: a row costs a few pointers, whatever the number of lines
+        counted = pd.DataFrame({s: np.full(input_lines, "input", dtype=object) for s in scopes})
+        outcomes = pd.concat([outcomes, counted], ignore_index=True)
     n = len(outcomes)
     grouped = outcomes.groupby(list(scopes), sort=True).size()
     patterns = grouped.index.to_frame(index=False)

@@ -18,7 +18,7 @@ import os
 import stat
 import tempfile
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -249,8 +249,11 @@ async def score_file(
         raise UserInputError(f"input file not found: {source}", field="input")
     _check_output(source, output)
     done = _done_lines(output)
-    if retry_failed and any(d.failed for d in done.values()):
-        return await _rewrite(scorer, source, output, done, concurrency, progress, lines)
+    retrying = retry_failed and any(d.failed for d in done.values())
+    if retrying or _fills_gaps(source, done, lines):
+        return await _rewrite(
+            scorer, source, output, done, concurrency, progress, lines, retry=retrying
+        )
     summary = ScoreFileSummary(skipped=0)
     output.parent.mkdir(parents=True, exist_ok=True)
 
@@ -356,6 +359,21 @@ async def _write_in_order(
     os.fsync(sink.fileno())
 
 
+def _fills_gaps(source: Path, done: Mapping[int, _Done], lines: Collection[int] | None) -> bool:
+    """Whether a line to score comes before a line the output holds (a smoke run, then the
+    full run): appended, its result would break the output's line order."""
+    if not done:
+        return False
+    last = max(done)
+    with source.open("rb") as handle:
+        for number, _raw in numbered_lines(handle):
+            if number >= last:
+                return False
+            if number not in done and (lines is None or number in lines):
+                return True
+    return False
+
+
 async def _rewrite(
     scorer: Scorer,
     source: Path,
@@ -364,13 +382,19 @@ async def _rewrite(
     concurrency: int,
     progress: ProgressFn | None,
     lines: Collection[int] | None,
+    *,
+    retry: bool,
 ) -> ScoreFileSummary:
-    """``score_file`` with ``retry_failed``: a new output from the old one's good lines (their
-    bytes untouched) and fresh results for its failed and missing lines, renamed over it."""
+    """A new output from the old one's results (their bytes untouched) and fresh results for
+    its missing lines, in line order, renamed over it; with ``retry`` its failed lines are
+    scored again too."""
     summary = ScoreFileSummary(skipped=0)
+    # an output that is a symbolic link is rewritten where it points: renaming over the link
+    # would replace it with a file and leave the failed results in its target
+    target = Path(os.path.realpath(output))  # noqa: ASYNC240 - a stat before any work starts
     # the results keep the mode the output had (the temporary file is created 0600)
-    mode = stat.S_IMODE(os.stat(output).st_mode)
-    fd, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as sink, output.open("rb") as old:
 
@@ -394,9 +418,9 @@ async def _rewrite(
                         seen.add(number)
                         entry = done.get(number)
                         chosen = lines is None or number in lines
-                        if entry is not None and not (entry.failed and chosen):
+                        if entry is not None and not (retry and entry.failed and chosen):
                             # a failed line outside the selection keeps its result
-                            _same_item(output, number, entry, raw, retrying=entry.failed)
+                            _same_item(output, number, entry, raw, retrying=retry and entry.failed)
                             summary.total_lines += 1
                             summary.skipped += 1
                             await keep_old(keep, number)
@@ -416,12 +440,12 @@ async def _rewrite(
 
             await _write_in_order(scorer, sink, feed, concurrency, summary, progress)
         os.chmod(temporary, mode)
-        os.replace(temporary, output)
+        os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
-    _sync_folder(output.parent)
+    _sync_folder(target.parent)
     return summary
 
 

@@ -38,7 +38,8 @@ from faithjudge.api.examples import (
 from faithjudge.api.keys import LIMIT_NAMES
 from faithjudge.api.problems import HttpProblem
 from faithjudge.api.uploads import ReadDeadline, batch_body
-from faithjudge.jobs.ingest import IngestLimits, submit_batch
+from faithjudge.jobs.ingest import IngestLimits, TooManyActiveBatches, submit_batch
+from faithjudge.jobs.interface import ActiveBatchLimit
 from faithjudge.jobs.results import render_report, result_lines
 from faithjudge.jobs.status import batch_status
 
@@ -189,16 +190,25 @@ async def cancel_batch(store: Store, tenant: Tenant, batch_id: BatchId) -> Batch
     tags=["batches"],
     responses={
         200: {"model": BatchRetry, "description": "No line had a transport failure."},
-        **problems(401, 404, 409),
+        **problems(401, 404, 409, 429),
     },
 )
 async def retry_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchId) -> Response:
     """Score again the lines of a completed batch whose grades failed at the ``transport``
     stage (the judge was down or kept refusing), once the judge is back; every other line keeps
     its result. 202 with the count when lines were queued, 200 when there was none; 409 while
-    the batch is still scored, or once it was cancelled or failed."""
+    the batch is still scored, or once it was cancelled or failed; 429 when the tenant has no
+    free batch slot for it (the batch is queued again, so it takes one)."""
     row = await tenant_batch(store, tenant, batch_id)
-    requeued = await store.retry_transport_failures(tenant, batch_id)
+    slots = _limits(state, tenant).max_active_batches
+    try:
+        requeued = await store.retry_transport_failures(tenant, batch_id, max_active=slots)
+    except ActiveBatchLimit:
+        raise TooManyActiveBatches(
+            f"this tenant already has {slots} unfinished batches; wait for one to finish or "
+            "cancel one, then retry this batch",
+            field="batches",
+        ) from None
     if requeued is None:
         raise HttpProblem(
             409,
@@ -303,7 +313,7 @@ async def batch_results(
         start=offset,
         contiguous=contiguous,
         total=row.total,
-        rejections=await rejections_of(store, row),
+        rejections=rejections_of(store, row),
     )
     return StreamingResponse(lines, media_type=NDJSON)
 
@@ -340,7 +350,7 @@ async def batch_report(
 ) -> Response:
     """Aggregates, coverage diagnostics and gates (faithjudge.reports) over the results so far."""
     row = await tenant_batch(store, tenant, batch_id)
-    rejections = await rejections_of(store, row)
+    rejections = rejections_of(store, row)
     text = await render_report(
         store, batch_id, fmt=format, bootstrap=bootstrap, seed=seed, rejections=rejections
     )

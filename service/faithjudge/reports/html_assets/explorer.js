@@ -47,10 +47,11 @@
   /* ---- filters ---- */
 
   function distinct(values) {
-    var seen = {};
+    // no prototype: a model called "__proto__" is a key like any other
+    var seen = Object.create(null);
     var out = [];
     values.forEach(function (v) {
-      if (!Object.prototype.hasOwnProperty.call(seen, v)) {
+      if (!(v in seen)) {
         seen[v] = true;
         out.push(v);
       }

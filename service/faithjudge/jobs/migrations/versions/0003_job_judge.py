@@ -18,7 +18,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("fj_batches") as table:
-        table.add_column(sa.Column("judge", sa.String(200)))
+        table.add_column(sa.Column("judge", sa.Text()))
         table.add_column(sa.Column("judge_key", sa.String(64)))
         table.add_column(sa.Column("judge_config", sa.Text()))
 
