@@ -47,7 +47,7 @@
   /* ---- filters ---- */
 
   function distinct(values) {
-    // no prototype: a model called "__proto__" is a key like any other
+    /* no prototype: a model called "__proto__" is a key like any other */
     var seen = Object.create(null);
     var out = [];
     values.forEach(function (v) {
