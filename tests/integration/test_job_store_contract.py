@@ -272,6 +272,24 @@ async def test_a_retry_takes_a_batch_slot_like_an_upload(store: JobStore) -> Non
     assert await store.retry_transport_failures("t1", row.id, max_active=2) == 1
 
 
+async def test_rejected_lines_are_kept_and_read_page_by_page(store: JobStore) -> None:
+    row = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
+    rejected = [(n, f'{{"line": {n}, "reason": "r{n}"}}') for n in (2, 3, 7, 8, 9, 15)]
+    await store.add_rejections(row.id, rejected[:4])  # kept as the upload streams
+    await store.add_rejections(row.id, rejected[4:])
+    assert await store.count_rejections(row.id) == 6
+    assert await store.count_rejections(row.id, before=8) == 3  # lines 2, 3 and 7
+    pages, after = [], 0
+    while page := await store.rejections_page(row.id, after=after, limit=4):
+        pages.append(page)
+        after = page[-1][0]
+    assert [len(p) for p in pages] == [4, 2]
+    assert [r for p in pages for r in p] == rejected  # in line order, each once
+    assert await store.rejections_page(row.id, after=3, limit=2, skip=1) == rejected[3:5]
+    other = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
+    assert await store.count_rejections(other.id) == 0  # a batch's own only
+
+
 async def test_an_upload_that_died_is_forgotten_on_recovery(store: JobStore) -> None:
     dead = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
     await store.add_lines(dead.id, [(0, 1, "{}")])
