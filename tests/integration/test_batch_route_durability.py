@@ -46,6 +46,8 @@ from tests import fixtures_service
 from tests.fakes.batch_server import FakeBatchConfig, FakeBatches, run_fake_batches
 from tests.fakes.tcp_proxy import TcpProxy, tcp_proxy
 from tests.fixtures_service import Backend, free_port, running_app, serve_process
+from tests.integration.test_batch_route_service import _body
+from tests.integration.test_batch_route_service import _settings as route_settings
 from tests.integration.test_fault_matrix import _line
 
 pytestmark = pytest.mark.anyio
@@ -55,23 +57,7 @@ NDJSON = {"content-type": "application/x-ndjson"}
 
 
 def _settings(fake: FakeBatches, tmp_path: Path, backend: Backend, **extra: Any) -> Settings:
-    values: dict[str, Any] = {
-        "evaluator": "openai-batch:fake-judge",
-        "openai_base_url": fake.base_url,
-        "openai_api_key": "test-key",
-        "timeout_s": 10,
-        "retry_base_s": 0.0,
-        "max_retries": 5,
-        "batch_poll_s": 0.05,
-        "data_dir": tmp_path / "data",
-        **backend.overrides,
-        **extra,
-    }
-    return Settings(**values)
-
-
-def _body(lines: list[str]) -> bytes:
-    return ("\n".join(lines) + "\n").encode()
+    return route_settings(fake.base_url, tmp_path, backend, **{"batch_poll_s": 0.05, **extra})
 
 
 def _lines(prefix: str, n: int) -> list[str]:

@@ -43,18 +43,19 @@ def _cot(i: int) -> str:
     return f"<think><step>Case {i}: the left angle is blunted.</step></think><answer>yes</answer>"
 
 
-def _body() -> bytes:
+def _body(count: int = LINES, prefix: str = "crash") -> bytes:
+    """``count`` one-metric request lines (confidence tone), item ids ``PREFIX-NNNNN``."""
     lines = (
         orjson.dumps(
             {
-                "item_id": f"crash-{i:05d}",
+                "item_id": f"{prefix}-{i:05d}",
                 "question": QUESTION,
                 "ground_truth": "yes",
                 "cot": _cot(i),
                 "metrics": ["confidence_tone"],
             }
         )
-        for i in range(LINES)
+        for i in range(count)
     )
     return b"\n".join(lines) + b"\n"
 

@@ -27,7 +27,7 @@ from faithjudge.transport.cache import ResponseCache
 from tests import fixtures_service
 from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 from tests.fixtures_service import Backend, free_port, serve_process
-from tests.integration.test_jobs_crash import QUESTION, _cot, _judge_key
+from tests.integration.test_jobs_crash import STALL_S, _body, _judge_key, _Stall
 
 store_backend = fixtures_service.store_backend
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,24 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LINES = 1500
 CONCURRENCY = 16
 KILL_AFTER_CALLS = 500
-STALL_S = 60.0
 NDJSON = {"content-type": "application/x-ndjson"}
-
-
-def _body() -> bytes:
-    lines = (
-        orjson.dumps(
-            {
-                "item_id": f"paid-{i:05d}",
-                "question": QUESTION,
-                "ground_truth": "yes",
-                "cot": _cot(i),
-                "metrics": ["confidence_tone"],
-            }
-        )
-        for i in range(LINES)
-    )
-    return b"\n".join(lines) + b"\n"
 
 
 def _answer(text: str) -> JudgeResponse:
@@ -104,11 +87,9 @@ def test_max_delay_is_bounded(tmp_path: Path) -> None:
 
 def _wait_until(progress: Callable[[], int | None], what: str) -> None:
     """Poll ``progress`` until it returns None (done); fail once it stops moving."""
-    last, since = -1, time.monotonic()
+    stalled = _Stall()
     while (value := progress()) is not None:
-        if value != last:
-            last, since = value, time.monotonic()
-        assert time.monotonic() - since < STALL_S, f"no progress for {STALL_S} s {what}"
+        assert not stalled(value), f"no progress for {STALL_S} s {what}"
         time.sleep(0.05)
 
 
@@ -143,7 +124,7 @@ def test_kill_9_on_the_live_route_repeats_only_unanswered_requests(
         }
         with serve_process(command, {**env, **held_back}, port, log, cwd=ROOT) as first:
             accepted = httpx.post(
-                f"{base}/v1/batches", content=_body(), headers=NDJSON, timeout=120
+                f"{base}/v1/batches", content=_body(LINES, "paid"), headers=NDJSON, timeout=120
             )
             assert accepted.status_code == 202, accepted.text
             batch_id = accepted.json()["id"]

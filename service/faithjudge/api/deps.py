@@ -11,7 +11,7 @@ from faithjudge_client.bodies import (
     ModificationCatalogue,
     ProblemItem,
 )
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from faithjudge.api.info import modification_catalogue
@@ -117,6 +117,14 @@ State = Annotated[AppState, Depends(app_state)]
 JsonBody = Annotated[None, Depends(_json_body)]
 Store = Annotated[JobStore, Depends(_store)]
 Tenant = Annotated[str, Depends(_tenant)]
+JudgeName = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        description="One of the judges GET /v1/config lists (default: the first); a batch "
+        "keeps the judge it was uploaded under.",
+    ),
+]
 BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
 
 

@@ -223,52 +223,37 @@ async def _run_score(
     retry_failed: bool = False,
     lines: frozenset[int] | None = None,
 ) -> tuple[ScoreFileSummary | None, BatchReport | None]:
-    from faithjudge.output_lock import hold_output
-
-    # one writer per output, for both phases of the batch route too
-    with hold_output(output):
-        return await _score_holding_output(
-            settings, input_path, output, show_progress, cancel, retry_failed, lines
-        )
-
-
-async def _score_holding_output(
-    settings: Settings,
-    input_path: Path,
-    output: Path,
-    show_progress: bool,
-    cancel: bool,
-    retry_failed: bool = False,
-    lines: frozenset[int] | None = None,
-) -> tuple[ScoreFileSummary | None, BatchReport | None]:
     from faithjudge.jsonl import count_lines
+    from faithjudge.output_lock import hold_output
     from faithjudge.progress import progress_bar
     from faithjudge.runners.file_runner import score_file
     from faithjudge.runtime import open_scorer
 
     total = count_lines(input_path) if lines is None else len(lines)
-    async with open_scorer(settings, fail_fast=True) as scorer:
-        batch = None
-        if cli_batch.is_batch_route(settings):
-            # first the Batch API phase fills the cache; then an ordinary run reads it back
-            batch = await cli_batch.run_batch_phase(
-                scorer, settings, input_path, console=err, show_progress=show_progress,
-                cancel=cancel,
-            )  # fmt: skip
-            if cancel:
-                return None, batch
-        with progress_bar("scoring", console=err, show=show_progress) as bar:
-            task = bar.add_task("score", total=total)
-            summary = await score_file(
-                scorer,
-                input_path,
-                output,
-                concurrency=settings.concurrency,
-                progress=lambda n: bar.advance(task, n),
-                retry_failed=retry_failed,
-                lines=lines,
-            )
-            return summary, batch
+    # one writer per output, for both phases of the batch route too
+    with hold_output(output):
+        async with open_scorer(settings, fail_fast=True) as scorer:
+            batch = None
+            if cli_batch.is_batch_route(settings):
+                # first the Batch API phase fills the cache; then an ordinary run reads it back
+                batch = await cli_batch.run_batch_phase(
+                    scorer, settings, input_path, console=err, show_progress=show_progress,
+                    cancel=cancel,
+                )  # fmt: skip
+                if cancel:
+                    return None, batch
+            with progress_bar("scoring", console=err, show=show_progress) as bar:
+                task = bar.add_task("score", total=total)
+                summary = await score_file(
+                    scorer,
+                    input_path,
+                    output,
+                    concurrency=settings.concurrency,
+                    progress=lambda n: bar.advance(task, n),
+                    retry_failed=retry_failed,
+                    lines=lines,
+                )
+                return summary, batch
 
 
 def _print_summary(summary: ScoreFileSummary, output: Path) -> None:

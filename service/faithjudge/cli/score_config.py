@@ -21,13 +21,13 @@ whatever the directory a command runs in. Other tables are left to the gate.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from faithjudge.errors import UserInputError
 from faithjudge.jsonl import describe_validation_error
+from faithjudge.toml_file import read_toml
 
 __all__ = ["ScoreConfig", "load_score_config"]
 
@@ -64,16 +64,11 @@ def load_score_config(path: Path) -> ScoreConfig:
     """Read ``path``'s ``[score]`` table.
 
     Raises:
-        UserInputError: an unreadable file, invalid TOML, no ``[score]`` table, or a key that
-            is unknown or of the wrong type (named with the file).
+        ConfigError: an unreadable file or invalid TOML.
+        UserInputError: no ``[score]`` table, or a key that is unknown or of the wrong type
+            (named with the file).
     """
-    try:
-        # the byte order mark Windows editors write is not TOML: tomllib would refuse it
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise UserInputError(f"cannot read {path}: {exc.strerror or exc}", field="config") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: not valid TOML ({exc})", field="config") from None
+    data = read_toml(path)
     table = data.get("score")
     if table is None:
         raise UserInputError(

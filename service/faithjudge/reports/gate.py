@@ -51,7 +51,6 @@ handled by the CLI; a baseline that shares no item with the run, a config that s
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,11 +59,12 @@ from typing import Any
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes, higher_is_better, labels
 
-from faithjudge.errors import FaithJudgeError
+from faithjudge.errors import ConfigError, FaithJudgeError
 from faithjudge.exit_codes import ExitCode
 from faithjudge.reports.report import Report
 from faithjudge.reports.run_coverage import run_gates
 from faithjudge.stats.judge_coverage import GateThresholds, gated_scopes
+from faithjudge.toml_file import read_toml
 
 __all__ = [
     "DEFAULT_MAX_NOT_JUDGED",
@@ -239,13 +239,9 @@ def configured_kinds(config: GateConfig) -> set[str]:
 def load_config(path: Path) -> GateConfig:
     """Read and validate a TOML gate configuration. Raises GateConfigError."""
     try:
-        # utf-8-sig: the byte order mark Windows editors write is not TOML, and tomllib would
-        # report it as an invalid statement
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise GateConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise GateConfigError(f"{path}: not valid TOML ({exc})") from None
+        data = read_toml(path)
+    except ConfigError as exc:
+        raise GateConfigError(str(exc)) from None
     try:
         return parse_config(data)
     except GateConfigError as exc:

@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from faithjudge.api.deps import (
     AppState,
     BatchId,
+    JudgeName,
     State,
     Store,
     Tenant,
@@ -64,14 +65,7 @@ async def create_batch(
     store: Store,
     tenant: Tenant,
     name: Annotated[str | None, Query(max_length=200, description="A label.")] = None,
-    judge: Annotated[
-        str | None,
-        Query(
-            max_length=200,
-            description="The judge to score every line with, one of those GET /v1/config "
-            "lists (default: the first). The batch keeps it.",
-        ),
-    ] = None,
+    judge: JudgeName = None,
     idempotency_key: Annotated[
         str | None,
         Header(

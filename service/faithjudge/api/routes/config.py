@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from faithjudge_client.bodies import (
     EvaluatorInfo,
     KnowledgeBaseInfo,
     ModificationCatalogue,
     ServiceConfig,
 )
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from faithjudge.api.deps import (
+    JudgeName,
     State,
     Tenant,
 )
@@ -34,9 +33,7 @@ router = APIRouter()
 async def evaluator(
     state: State,
     _tenant_name: Tenant,
-    judge: Annotated[
-        str | None, Query(max_length=200, description="One of the judges (default: the first).")
-    ] = None,
+    judge: JudgeName = None,
 ) -> EvaluatorInfo:
     """Evaluator id, model, decoding settings and the hashes that make runs comparable."""
     if not state.evaluator_infos:

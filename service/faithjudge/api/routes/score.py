@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from faithjudge_client.lines import ItemResult, ScoreRequest
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body
 
 from faithjudge.api.deps import (
     JsonBody,
+    JudgeName,
     State,
     Tenant,
 )
@@ -44,14 +45,7 @@ async def score(
             openapi_examples={"hinted": {"summary": "A CoT under a hint", "value": EXAMPLE_REQUEST}}
         ),
     ],
-    judge: Annotated[
-        str | None,
-        Query(
-            max_length=200,
-            description="The judge to score with, one of those GET /v1/config lists "
-            "(default: the first).",
-        ),
-    ] = None,
+    judge: JudgeName = None,
 ) -> ItemResult:
     """Score one ScoreRequest synchronously; item problems end up in the result, not as errors."""
     name = state.judge_named(judge)
