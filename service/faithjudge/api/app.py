@@ -110,13 +110,12 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             async with open_scorers(settings) as scorers, anyio.create_task_group() as group:
                 scorer = next(iter(scorers.values()))
-                state.store, state.scorer, state.scorers = store, scorer, scorers
+                state.store, state.scorers = store, scorers
                 state.job_judges = {n: job_judge(n, s, settings) for n, s in scorers.items()}
                 state.evaluator_infos = {
                     n: describe_evaluator(s, settings).model_copy(update={"judge": n})
                     for n, s in scorers.items()
                 }
-                state.evaluator_info = next(iter(state.evaluator_infos.values()))
                 state.kb_info = knowledge_base_info(scorer)
                 if settings.workers:
                     state.worker = Worker(
@@ -132,7 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
                 finally:
                     group.cancel_scope.cancel()
         finally:
-            state.store = state.scorer = state.worker = None
+            state.store = state.worker = None
             state.scorers, state.job_judges, state.evaluator_infos = {}, {}, {}
             await store.close()
 

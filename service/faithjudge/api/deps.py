@@ -37,14 +37,12 @@ class AppState:
     keys: KeyRing
     metrics: Metrics
     store: JobStore | None = None
-    scorer: Scorer | None = None
     worker: Worker | None = None
     judge_health: JudgeHealth = field(default_factory=JudgeHealth)
-    evaluator_info: EvaluatorInfo | None = None
     kb_info: KnowledgeBaseInfo | None = None
     catalogue: ModificationCatalogue = field(default_factory=modification_catalogue)
     scorers: dict[str, Scorer] = field(default_factory=dict)
-    """The judges the service offers, by name, the default first (``scorer`` is the default)."""
+    """The judges the service offers, by name, the default first."""
     job_judges: dict[str, JobJudge] = field(default_factory=dict)
     """The same judges as a job records them."""
     evaluator_infos: dict[str, EvaluatorInfo] = field(default_factory=dict)

@@ -99,7 +99,6 @@ class Worker:
             if isinstance(scorer, Mapping)
             else {(settings.judges or ("default",))[0]: scorer}
         )
-        scorer = self.scorer = next(iter(self.scorers.values()))
         self.owner = f"w_{uuid.uuid4().hex[:24]}"
         self._settings = settings
         self._on_result = on_result

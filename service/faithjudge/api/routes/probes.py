@@ -52,7 +52,7 @@ async def readyz(state: State) -> JSONResponse:
         # calls say whether results are being kept
         failing = "; ".join(f"{what}: {why}" for what, why in state.worker.failing.items())
         checks["store"] = f"failing writes ({failing})"[:500]
-    if state.scorer is None:
+    if not state.scorers:
         checks["evaluator"] = "not built"
     elif state.judge_health.failing:
         failing = "; ".join(
