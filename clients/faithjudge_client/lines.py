@@ -292,6 +292,10 @@ class Provenance(_Strict):
     route: Literal["live", "batch"] = "live"
     evaluator_model: str | None = None
     evaluator_settings_sha256: str | None = None
+    judge_sha256: str | None = None
+    """Hash of everything that decides a grade: the evaluator and its settings, the prompt set,
+    the knowledge base and the scoring settings (None in lines written before it was kept).
+    Lines of one judge share it; a resumed run refuses an output of another judge by it."""
     fingerprint: str | None = None
     response_format: str | None = None
     """The response format(s) the judge was asked in for this line (``json_schema``,

@@ -79,7 +79,8 @@ def describe_json_error(raw: bytes | str, reason: str | None = None) -> str:
     if not text:
         return "not valid JSON: empty"
     try:
-        json.loads(text)
+        # integers read as doubles: Python refuses to convert one of more than 4,300 digits
+        json.loads(text, parse_int=float)
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text):
             return (
@@ -97,8 +98,12 @@ def describe_json_error(raw: bytes | str, reason: str | None = None) -> str:
         return f"not valid JSON: {exc.msg} at {where}"
     except RecursionError:
         return "not valid JSON: nested too deeply"
+    except ValueError as exc:  # whatever else the reader refuses: never a crash of the caller
+        return f"not valid JSON: {_POSITION.sub('', reason or str(exc))}"
+    if reason and "recursion limit" in reason:
+        return "not valid JSON: nested too deeply"
     if reason:
-        return f"not valid JSON: {_POSITION.sub('', reason)}"
+        return f"not valid JSON: {_POSITION.sub('', reason.removeprefix('Invalid JSON: '))}"
     return "not valid JSON"
 
 

@@ -53,9 +53,10 @@ from faithjudge.scoring.modifications import describe_modification, resolve_modi
 from faithjudge.scoring.normalize import NormalizedText, normalize
 from faithjudge.scoring.verdict import verify
 from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.chat import CONTEXT_FULL, context_cut_note
 from faithjudge.transport.resilience import JudgeCaller
 
-__all__ = ["Scorer", "ScoringParams"]
+__all__ = ["Scorer", "ScoringParams", "canonical_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,27 @@ class Scorer:
         self._settings_sha256 = hashlib.sha256(
             orjson.dumps(dict(self._evaluator.settings()), option=orjson.OPT_SORT_KEYS)
         ).hexdigest()
+        kb = knowledge_base
+        calibration = self._params.calibration
+        self._judge_config: dict[str, Any] = {
+            "evaluator": self._evaluator.id,
+            "evaluator_settings_sha256": self._settings_sha256,
+            "prompt_set": prompts.id,
+            "prompt_sha256": prompts.sha256,
+            "kb_id": kb.id if kb is not None else None,
+            "kb_version": kb.version if kb is not None else None,
+            "kb_sha256": kb.sha256 if kb is not None else None,
+            "scoring": {
+                "quote_tolerance": self._params.quote_tolerance,
+                "cc_alpha": calibration.alpha,
+                "cc_beta": calibration.beta,
+                "min_ordinal_flip_grades": self._params.min_ordinal_flip_grades,
+            },
+        }
+        self._judge_sha256 = hashlib.sha256(canonical_json(self._judge_config)).hexdigest()
+        # the model the judge last answered as: a line that got no answer is still this
+        # run's judge's line, and its provenance says so (None until the judge first answers)
+        self._answered_as: str | None = None
 
     @property
     def caller(self) -> JudgeCaller[JudgeRequest]:
@@ -116,6 +138,18 @@ class Scorer:
     def evaluator_settings(self) -> Mapping[str, Any]:
         """The evaluator's frozen settings, as hashed into every result's provenance."""
         return self._evaluator.settings()
+
+    @property
+    def judge_config(self) -> Mapping[str, Any]:
+        """Everything that decides a grade: the evaluator and the hash of its settings, the
+        prompt set, the knowledge base and the scoring settings. A service job keeps its judge
+        by it (with the judge's name); every result carries its hash (``judge_sha256``)."""
+        return self._judge_config
+
+    @property
+    def judge_sha256(self) -> str:
+        """The hash of ``judge_config``, as every result's provenance carries it."""
+        return self._judge_sha256
 
     @property
     def prompts(self) -> PromptSet:
@@ -287,7 +321,11 @@ class Scorer:
         if needs_kb and result.status == "valid":
             result = _apply_caps(result, prepared.kb_criteria, request.context)
         update: dict[str, Any] = {"attempts": response.attempts, "cache_hit": response.cached}
-        if response.finish_reason == "length" and result.failure is not None:
+        if response.finish_reason == CONTEXT_FULL and result.failure is not None:
+            window = getattr(self._evaluator, "context_size", None)
+            detail = f"{result.failure.detail}; {context_cut_note(window)}"
+            update["failure"] = Failure(stage=result.failure.stage, detail=detail)
+        elif response.finish_reason == "length" and result.failure is not None:
             update["failure"] = Failure(
                 stage=result.failure.stage, detail=self._cut_at_limit(result.failure.detail)
             )
@@ -351,6 +389,10 @@ class Scorer:
         self, results: Mapping[Metric, MetricResult], responses: Mapping[Metric, JudgeResponse]
     ) -> Provenance:
         models = {r.model for r in responses.values() if r.model}
+        if models:
+            self._answered_as = ",".join(sorted(models))
+        elif self._answered_as is not None:
+            models = {self._answered_as}
         fingerprints = {r.fingerprint for r in responses.values() if r.fingerprint}
         formats = {r.response_format for r in responses.values() if r.response_format}
         hits = sum(1 for r in responses.values() if r.cached)
@@ -359,6 +401,7 @@ class Scorer:
             route=getattr(self._evaluator, "route", "live"),
             evaluator_model=",".join(sorted(models)) or None,
             evaluator_settings_sha256=self._settings_sha256,
+            judge_sha256=self._judge_sha256,
             fingerprint=",".join(sorted(fingerprints)) or None,
             response_format=",".join(sorted(formats)) or None,
             prompt_set=self._prompts.id,
@@ -374,6 +417,11 @@ class Scorer:
                 completion=sum(r.usage.completion_tokens for r in responses.values()),
             ),
         )
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` as the bytes its hash is taken of: sorted keys, anything else as its text."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
 
 
 def _context_flags(request: ScoreRequest, prepared: _Prepared) -> dict[str, Any]:

@@ -6,8 +6,9 @@ This is the one place where settings turn into objects, shared by the CLI and (l
 from __future__ import annotations
 
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from faithjudge_client.retry import RetryPolicy
@@ -23,7 +24,10 @@ from faithjudge.settings import Settings
 from faithjudge.transport.cache import ResponseCache
 from faithjudge.transport.resilience import JudgeCaller
 
-__all__ = ["FAIL_FAST_AFTER", "open_scorer", "open_scorers"]
+__all__ = ["FAIL_FAST_AFTER", "CacheFactory", "open_scorer", "open_scorers"]
+
+CacheFactory = Callable[[Path], ResponseCache]
+"""Builds the response cache from the path of its file."""
 
 # Calls in a row that found the judge unreachable, before any answer, that stop a run: enough
 # not to trip on one unlucky connection, few enough to stop in seconds.
@@ -47,21 +51,33 @@ async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIt
 
 
 @asynccontextmanager
-async def open_scorers(settings: Settings) -> AsyncIterator[dict[str, Scorer]]:
+async def open_scorers(
+    settings: Settings, *, make_cache: CacheFactory | None = None
+) -> AsyncIterator[dict[str, Scorer]]:
     """One scorer per judge the service offers (``settings.judges``, the default first), by
-    judge name; they share the response cache, each has its own evaluator and limiter."""
+    judge name; they share the response cache, each has its own evaluator and limiter.
+
+    ``make_cache`` builds that cache from its file's path when the cache is on (the service
+    passes one that keeps answers in its job store too); by default a plain ``ResponseCache``.
+    """
     if not settings.judges:
         raise ConfigError(
             f"no evaluator configured: set FAITHJUDGE_EVALUATORS or FAITHJUDGE_EVALUATOR "
             f"({', '.join(evaluator_forms())})"
         )
-    async with _open_scorers(settings, settings.judges, fail_fast=False) as scorers:
+    async with _open_scorers(
+        settings, settings.judges, fail_fast=False, make_cache=make_cache or ResponseCache
+    ) as scorers:
         yield scorers
 
 
 @asynccontextmanager
 async def _open_scorers(
-    settings: Settings, specs: tuple[str, ...], *, fail_fast: bool
+    settings: Settings,
+    specs: tuple[str, ...],
+    *,
+    fail_fast: bool,
+    make_cache: CacheFactory = ResponseCache,
 ) -> AsyncIterator[dict[str, Scorer]]:
     evaluators = []
     cache = None
@@ -70,7 +86,7 @@ async def _open_scorers(
             evaluators.append(make_evaluator(spec, settings=settings))
         if settings.cache:
             private_dir(settings.data_dir)
-            cache = ResponseCache(settings.cache_path)
+            cache = make_cache(settings.cache_path)
         prompts = load_prompt_set(settings.prompt_set)
         knowledge_base = load_knowledge_base(settings.knowledge_base)
         params = ScoringParams(
@@ -86,6 +102,8 @@ async def _open_scorers(
                 policy=RetryPolicy(max_retries=settings.max_retries, base=settings.retry_base_s),
                 cache=cache,
                 fail_fast_after=FAIL_FAST_AFTER if fail_fast else None,
+                wait_outages=True,
+                outage_s=settings.judge_outage_s if fail_fast else None,
             )
             scorers[spec] = Scorer(
                 caller=caller, prompts=prompts, knowledge_base=knowledge_base, params=params

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     is retried. Slow replies are streamed, so this bounds the wait for the next token, not a
     reply's length; it also bounds the wait of a call queued behind others on the server."""
     max_retries: int = Field(default=5, ge=0, le=20)
+    judge_outage_s: float = Field(default=300.0, gt=0)
+    """Seconds a run waits for a judge that stopped answering (connection refused or lost, a
+    gateway without its backend) before it stops (exit 3) with its unanswered lines unwritten,
+    so that the same command run again scores them. Calls meanwhile hold, and none counts as a
+    failed grade. The service waits without a bound (its status and ``/readyz`` say so)."""
     retry_base_s: float = Field(default=1.0, ge=0)
     temperature: float = 0.0
     seed: int | None = 0

@@ -38,6 +38,18 @@ answer is JSON off the schema (an unconstrained small model); and a streamed ans
 (``[DONE]`` without a ``finish_reason``) as soon as another request waits.
 ``counters.by_format`` counts the response formats asked for.
 
+``n_ctx`` gives the fake a context window, counted crudely (a token per 4 characters of system
+and user message, the count its usage reports): a longer prompt is refused as its server would
+(``context_style``; default llama-cpp-python's under ``llama_cpp``, else llama-server's), and a
+reply that does not fit in what the prompt leaves is cut there with ``finish_reason`` ``length``.
+``llama_server``: HTTP 400 ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``,
+streamed or not, and ``GET /props`` tells ``default_generation_settings.n_ctx``;
+``llama_server_event``: the same error as an event inside a 200 stream (older llama-server);
+``llama_cpp_python``: unstreamed, HTTP 400 ``context_length_exceeded`` in OpenAI's words;
+streamed, a 200 stream that ends before any chunk (the server's reason only in its log).
+``counters.context_refused`` counts those refusals. ``refuse_stream`` answers ``stream: true``
+with a 400 naming the field, as a server without streaming does.
+
 Use ``with run_fake_judge(FakeJudgeConfig(...)) as fake:`` in tests (uvicorn in a thread), or
 ``python -m tests.fakes.judge_server --port P --latency-ms L`` as a separate process.
 """
@@ -132,6 +144,16 @@ class FakeJudgeConfig:
     """Answer one chat request at a time; the others wait in silence."""
     llama_cpp: bool = False
     """Behave as llama-cpp-python 0.3's server (see the module docstring)."""
+    n_ctx: int | None = None
+    """The context window in tokens (None: unbounded); see the module docstring."""
+    context_style: Literal["llama_server", "llama_server_event", "llama_cpp_python"] | None = None
+    """How a prompt longer than ``n_ctx`` is refused (None: ``llama_cpp_python`` under
+    ``llama_cpp``, else ``llama_server``)."""
+    refuse_stream: bool = False
+    """Answer ``stream: true`` with HTTP 400 naming ``stream``."""
+    request_log: str | None = None
+    """A file to which each chat request's key (user message hash and metric) is appended, one
+    line a request, so that a test can count what processes serving one after another saw."""
 
 
 @dataclass
@@ -152,10 +174,14 @@ class FakeCounters:
     """Requests (``serial``) whose client went away before their turn came."""
     cut_short: int = 0
     """Streamed answers cut short (``llama_cpp``) because another request was waiting."""
+    context_refused: int = 0
+    """Prompts refused as longer than ``n_ctx``."""
+    stream_refused: int = 0
+    """Requests refused for ``stream: true`` (``refuse_stream``)."""
 
     def reset(self) -> None:
         self.total = self.in_flight = self.max_in_flight = self.rejected_json_schema = 0
-        self.abandoned = self.cut_short = 0
+        self.abandoned = self.cut_short = self.context_refused = self.stream_refused = 0
         self.by_fault.clear()
         self.by_key.clear()
         self.by_metric.clear()
@@ -289,6 +315,12 @@ class FakeJudgeApp:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
+        if scope["path"] == "/props" and scope["method"] == "GET":
+            if self.config.n_ctx is None or self._context_style().startswith("llama_cpp"):
+                return await _respond(send, 404, _error("not found", "invalid_request_error"))
+            settings = {"n_ctx": self.config.n_ctx}
+            return await _respond(send, 200, {"default_generation_settings": settings,
+                                              "total_slots": 1})  # fmt: skip
         if scope["path"].endswith("/models") and scope["method"] == "GET":
             key = self.config.api_key
             if key is not None and dict(scope["headers"]).get(b"authorization") != (
@@ -373,11 +405,19 @@ class FakeJudgeApp:
             message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported"
             error = _error(message, "invalid_request_error", param="response_format")
             return await _respond(send, 400, error)
+        if config.refuse_stream and body.get("stream"):
+            counters.stream_refused += 1
+            error = _error("stream=true is not supported", "invalid_request_error", param="stream")
+            return await _respond(send, 400, error)
 
         system = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "system")
         if config.drop_system:
             system = ""
         user = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "user")
+        prompt_tokens = (len(system) + len(user)) // 4
+        if config.n_ctx is not None and prompt_tokens >= config.n_ctx:
+            counters.context_refused += 1
+            return await self._refuse_context(send, body, prompt_tokens)
         metric = _metric_of(response_format, system, user)
         if metric is None:
             return await _respond(send, 400, _error("cannot tell the metric", "invalid_request"))
@@ -385,6 +425,8 @@ class FakeJudgeApp:
         key = (hashlib.sha1(user.encode()).hexdigest(), metric)
         counters.by_key[key] += 1
         attempt = counters.by_key[key]
+        if config.request_log is not None:
+            _append(config.request_log, f"{key[0]} {metric}\n")
 
         fault = config.fault
         directive = _DIRECTIVE.search(user)
@@ -427,11 +469,14 @@ class FakeJudgeApp:
         elif fault == "truncated":
             content, finish = content[: len(content) // 2], "length"
         self._ids += 1
-        prompt_tokens = (len(system) + len(user)) // 4
         completion_tokens = max(1, len(content) // 4)
         if finish == "length":  # a server stops at the limit it was given, and counts it so
             limit = body.get("max_tokens") or body.get("max_completion_tokens")
             completion_tokens = limit if isinstance(limit, int) else completion_tokens
+        if config.n_ctx is not None and prompt_tokens + completion_tokens > config.n_ctx:
+            # the context holds the reply too: it stops where the window is full
+            completion_tokens = config.n_ctx - prompt_tokens
+            content, finish = content[: 4 * completion_tokens], "length"
         answer = {
             "id": f"chatcmpl-fake-{self._ids}",
             "object": "chat.completion",
@@ -459,6 +504,40 @@ class FakeJudgeApp:
             chunks = -(-len(content) // max(1, config.chunk_chars))
             await asyncio.sleep(config.chunk_delay_s * chunks)
         await _respond(send, 200, answer)
+
+    def _context_style(self) -> str:
+        if self.config.context_style is not None:
+            return self.config.context_style
+        return "llama_cpp_python" if self.config.llama_cpp else "llama_server"
+
+    async def _refuse_context(self, send: Send, body: dict[str, Any], prompt_tokens: int) -> None:
+        """A prompt longer than ``n_ctx``, refused in the words of ``context_style``."""
+        n_ctx, style = self.config.n_ctx, self._context_style()
+        streamed = bool(body.get("stream"))
+        if style == "llama_cpp_python":
+            if streamed:  # llama-cpp-python logs "Requested tokens (P) exceed context window
+                # of N" and ends the stream before its first chunk
+                events = [(b"content-type", b"text/event-stream")]
+                await send({"type": "http.response.start", "status": 200, "headers": events})
+                return await send({"type": "http.response.body", "body": b""})
+            limit = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+            message = (
+                f"This model's maximum context length is {n_ctx} tokens. However, you requested "
+                f"{prompt_tokens + limit} tokens ({prompt_tokens} in the messages, {limit} in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
+            error = _error(message, "invalid_request_error", param="messages",
+                           code="context_length_exceeded")  # fmt: skip
+            return await _respond(send, 400, error)
+        refusal = {"error": {"code": 400, "message": "the request exceeds the available context "
+                             "size, try increasing it", "type": "exceed_context_size_error",
+                             "n_prompt_tokens": prompt_tokens, "n_ctx": n_ctx}}  # fmt: skip
+        if streamed and style == "llama_server_event":
+            events = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": events})
+            data = b"data: " + orjson.dumps(refusal) + b"\n\n"
+            return await send({"type": "http.response.body", "body": data})
+        return await _respond(send, 400, refusal)
 
     async def _stream(self, send: Send, answer: dict[str, Any], include_usage: bool) -> None:
         """``answer`` as chat-completion chunks, ``config.chunk_delay_s`` apart."""
@@ -523,6 +602,12 @@ _LLAMA_CPP_REFUSAL = (
     "{'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line "
     "376, in create_chat_completion\n    POST /v1/chat/completions"
 )
+
+
+def _append(path: str, text: str) -> None:
+    # one short line a request: writing it in the loop costs less than a thread hop
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(text)
 
 
 def _format_label(response_format: dict[str, Any]) -> str:
@@ -667,12 +752,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hang-s", type=float, default=30.0)
     parser.add_argument("--quote-mode", choices=("none", "first_sentence"), default="none")
     parser.add_argument("--reject-json-schema", action="store_true")
+    parser.add_argument("--request-log", default=None, help="append each chat request's key")
     args = parser.parse_args(argv)
     config = FakeJudgeConfig(
         latency_s=args.latency_ms / 1000,
         hang_s=args.hang_s,
         quote_mode=args.quote_mode,
         reject_json_schema=args.reject_json_schema,
+        request_log=args.request_log,
     )
     app = FakeJudgeApp(config)
     sock = _listen(args.host, args.port)

@@ -56,12 +56,16 @@ def _results(path: Path) -> dict[str, ItemResult]:
     return {r.item_id: r for r in rows if r.item_id}
 
 
-async def _batch_run(settings: Settings, source: Path, out: Path, **limits: int):
+async def _batch_run(
+    settings: Settings, source: Path, out: Path, *, retry_failed: bool = False, **limits: int
+):
     from faithjudge.runners.provider_batch import run_batches
 
     async with open_scorer(settings) as scorer:
-        report = await run_batches(scorer, settings, source, limits=limits)
-        summary = await score_file(scorer, source, out)
+        report = await run_batches(
+            scorer, settings, source, limits=limits, output=out, retry_failed=retry_failed
+        )
+        summary = await score_file(scorer, source, out, retry_failed=retry_failed)
     return report, summary
 
 
@@ -81,11 +85,21 @@ async def test_fault_matrix_through_the_batch_route(tmp_path: Path) -> None:
         assert max(fake.counters.file_lines) == 10
         batches_after_first = fake.counters.batches
 
-        # rerun of a finished run: no new file, no new batch, identical results
-        again = tmp_path / "again.jsonl"
-        report2, _ = await _batch_run(settings, source, again)
+        # rerun of a finished run: no new file, no new batch, its failures kept
+        failed_for_good = report.failed
+        assert failed_for_good == 5 * 3  # the five retryable faults, three metrics each
+        report2, _ = await _batch_run(settings, source, out)
         assert fake.counters.batches == batches_after_first
         assert report2.staged == 0 and report2.batches_created == 0
+        assert report2.kept_failures == failed_for_good == report2.failed
+        assert fake.counters.chat_calls == 0
+
+        # a run into another output asks again what failed for good, and nothing else
+        again = tmp_path / "again.jsonl"
+        report3, _ = await _batch_run(settings, source, again)
+        assert report3.staged == failed_for_good and report3.kept_failures == 0
+        assert report3.cached == report3.requests - failed_for_good
+        assert report3.failed == failed_for_good  # the faults are permanent: failed again
         assert fake.counters.chat_calls == 0
 
     results = _results(out)
@@ -99,7 +113,9 @@ async def test_fault_matrix_through_the_batch_route(tmp_path: Path) -> None:
         assert item.provenance.evaluator == "openai-batch:fake-judge"
     assert report.prompt_tokens > 0 and report.completion_tokens > 0
     assert report.batches_created >= 6  # one round per retry at least
-    assert fake.counters.by_custom_id.most_common(1)[0][1] == 6
+    # six submissions in the first run, six again in the run into another output, whose
+    # retry budget started afresh
+    assert fake.counters.by_custom_id.most_common(1)[0][1] == 12
     assert _results(again) == {k: v for k, v in results.items()}
 
 
@@ -129,7 +145,8 @@ def _comparable(result: ItemResult) -> dict:
         metric.pop("cache_hit")
         metric.pop("attempts")
     # the two fakes listen on different ports: the base URL is part of the settings hash
-    for name in ("cache", "attempts", "route", "evaluator", "evaluator_settings_sha256"):
+    for name in ("cache", "attempts", "route", "evaluator", "evaluator_settings_sha256",
+                 "judge_sha256"):  # fmt: skip
         data["provenance"].pop(name)
     return data
 

@@ -269,7 +269,7 @@ async def test_a_failure_for_good_belongs_to_its_job_and_answers_to_their_tenant
 
             # the same tenant again: answered already, nothing is sent
             before = submitted()
-            _, reused = await job(alpha)
+            reused_status, reused = await job(alpha)
             assert submitted() == before
 
             # another tenant is not answered from the first one's jobs: it asks for itself
@@ -282,10 +282,20 @@ async def test_a_failure_for_good_belongs_to_its_job_and_answers_to_their_tenant
     assert failures and all(f is not None and f.stage == "transport" for f in failures)
     assert all(f is not None and "fake validation failure" in f.detail for f in failures)
     assert f"{requests} failed for good" in (failed_status["detail"] or "")
+    # the CLI's way to ask again is not the service's
+    assert all(f is not None and "--retry-failed" not in f.detail for f in failures)
     for status, results in ((healthy_status, healthy), (other_status, other)):
         assert status["status"] == "completed" and _all_valid(results)
         assert "0 failed for good" in (status["detail"] or "")
     assert _all_valid(reused)
+    # the job served from earlier answers pays nothing and says what it reused: the tokens
+    # the job that paid for them was billed
+    paid = re.search(r"([\d,]+) prompt \+ ([\d,]+) completion tokens", healthy_status["detail"])
+    assert paid is not None and paid[1] != "0"
+    detail = reused_status["detail"] or ""
+    assert "0 batch(es) created, 0 prompt + 0 completion tokens" in detail
+    assert f"{requests} answer(s) reused" in detail
+    assert f"{paid[1]} prompt + {paid[2]} completion tokens reused, not paid again" in detail
 
 
 # --------------------------------------------------------------------------- cancels

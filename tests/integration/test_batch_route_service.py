@@ -137,6 +137,12 @@ async def test_cancelling_a_job_cancels_its_provider_batches(tmp_path: Path) -> 
             with anyio.fail_after(30):  # the provider phase has submitted its batch
                 while not fake.counters.batches:  # noqa: ASYNC110 - set by the fake's thread
                     await anyio.sleep(0.05)
+            with anyio.fail_after(30):  # and says so in the job's status
+                while True:
+                    shown = await client.get(f"/v1/batches/{accepted['id']}")
+                    if "batches 1 " in (shown.json()["detail"] or ""):
+                        break
+                    await anyio.sleep(0.05)
             cancelled = await client.delete(f"/v1/batches/{accepted['id']}")
             assert cancelled.status_code == 200, cancelled.text
             deadline = time.monotonic() + 20
@@ -148,6 +154,8 @@ async def test_cancelling_a_job_cancels_its_provider_batches(tmp_path: Path) -> 
             assert states == ["cancelled"]
             status = (await client.get(f"/v1/batches/{accepted['id']}")).json()
     assert status["status"] == "cancelled" and status["done"] == 0
+    # the detail follows the job: the batches are no longer validating or in progress
+    assert status["detail"].startswith("cancelled") and "batches 1 " not in status["detail"]
     assert fake.counters.chat_calls == 0
 
 
@@ -166,9 +174,14 @@ async def test_a_dead_provider_fails_the_job_naming_the_cause(
             await client.post("/v1/batches", content=_body([_line("d", "(d)")]), headers=NDJSON)
         ).json()
         status = await wait_for_status(client, accepted["id"], ("failed",), within=60)
+        # as a dead live judge: not ready, naming the judge's provider and why
+        ready = await client.get("/readyz")
     assert status["done"] == 0
     assert "Batch API" in status["detail"] and "gave up after 3 tries" in status["detail"]
     assert "connect" in status["detail"].lower()
+    assert ready.status_code == 503, ready.text
+    evaluator = ready.json()["checks"]["evaluator"]
+    assert "Batch API provider of the judge" in evaluator and "connect" in evaluator.lower()
 
 
 def _free_port() -> int:

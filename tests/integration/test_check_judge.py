@@ -24,6 +24,10 @@ from typer.testing import CliRunner
 
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
 
+# A server on loopback gets two calls per metric: its prompt counted (one token, unstreamed),
+# then graded.
+CALLS = 2
+
 
 def _check(env: dict[str, str], *args: str) -> Any:
     return CliRunner().invoke(app, ["check-judge", *args], env=env)
@@ -52,8 +56,9 @@ def test_a_good_server_passes_and_names_the_format(judge: FakeJudge) -> None:
     assert "the judge can grade (response format json_schema)" in text
     assert "the server lists 1 model(s): judge-1" in text
     assert "warning" not in text
-    # one real call per metric: nothing came from a cache
-    assert judge.counters.by_metric == {metric: 1 for metric in metric_names()}
+    # real calls per metric: nothing came from a cache
+    assert judge.counters.by_metric == {metric: CALLS for metric in metric_names()}
+    assert [b["max_tokens"] for b in judge.requests] == [1, 1024] * len(metric_names())
     for setting in ("FAITHJUDGE_TIMEOUT_S", "FAITHJUDGE_CONCURRENCY", "FAITHJUDGE_MAX_TOKENS"):
         assert setting in text
 
@@ -62,7 +67,7 @@ def test_every_check_is_a_real_call_even_with_a_warm_cache(judge: FakeJudge) -> 
     env = _env(judge.base_url)
     for _ in range(2):
         assert _check(env, "--evaluator", "openai:judge-1").exit_code == 0
-    assert judge.counters.by_metric == {metric: 2 for metric in metric_names()}
+    assert judge.counters.by_metric == {metric: 2 * CALLS for metric in metric_names()}
 
 
 @pytest.mark.parametrize("judge", [{"fault": "not_json"}], indirect=True)
@@ -184,7 +189,7 @@ def test_a_batch_spec_is_checked_through_the_live_route(judge: FakeJudge) -> Non
     result = _check(_env(judge.base_url), "--evaluator", "openai-batch:judge-1", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["evaluator"] == "openai:judge-1"
-    assert judge.counters.by_metric == {metric: 1 for metric in metric_names()}
+    assert judge.counters.by_metric == {metric: CALLS for metric in metric_names()}
 
 
 def test_a_server_that_counts_no_tokens_keeps_the_token_limit() -> None:

@@ -496,3 +496,64 @@ async def test_a_job_is_claimed_only_by_a_worker_offering_its_judge(store: JobSt
         b.key
     ]
     assert (await store.get_batch("t1", third)).detail is None  # type: ignore[union-attr]
+
+
+async def test_a_job_waiting_for_its_judge_says_so_over_the_progress_of_a_dead_phase(
+    store: JobStore,
+) -> None:
+    from faithjudge.jobs.interface import PHASE_UNDERWAY_PREFIX, WAITING_PREFIX, JobJudge
+
+    judge = JobJudge("openai-batch:m", "b" * 64, "{}")
+    row = await store.begin_batch(tenant="t1", name=None, idempotency_key=None, judge=judge)
+    await store.add_lines(row.id, [(0, 1, "{}")])
+    await store.finish_ingest(row.id, total=1, rejections=[], body_sha256="0" * 64)
+    progress = f"{PHASE_UNDERWAY_PREFIX}3 of 9 requests back (0 failed), batches 1 validating"
+    waiting = f"{WAITING_PREFIX}openai-batch:m; this service offers lexicon:v1"
+    assert await store.claim_provider_phase("w1", lease_s=60, judges=[judge.key]) == row.id
+    assert await store.renew_provider_phase("w1", row.id, lease_s=60, detail=progress) == "held"
+    await store.note_waiting(row.id, waiting)  # a phase held now: its progress is current
+    assert (await store.get_batch("t1", row.id)).detail == progress  # type: ignore[union-attr]
+
+    # the process holding the phase died (its lease ran out), and no worker offers the judge
+    assert await store.renew_provider_phase("w1", row.id, lease_s=0.01) == "held"
+    await anyio.sleep(0.05)
+    await store.note_waiting(row.id, waiting)
+    assert (await store.get_batch("t1", row.id)).detail == waiting  # type: ignore[union-attr]
+
+
+async def test_kept_judge_answers_are_read_by_line_and_the_first_answer_of_a_key_stays(
+    store: JobStore,
+) -> None:
+    from faithjudge.jobs.interface import KeptAnswer
+    from faithjudge.transport.base import JudgeResponse, Usage
+
+    def answer(text: str, **more: Any) -> JudgeResponse:
+        return JudgeResponse(text=text, usage=Usage(prompt_tokens=5, completion_tokens=2), **more)
+
+    job, other = (await _batch(store)).id, (await _batch(store)).id
+    assert await store.answers_of_lines(job, [0, 1]) == []
+    await store.keep_answers([])
+    await store.keep_answers(
+        [
+            KeptAnswer("k-0a", job, 0, answer("zero a", model="m", fingerprint="fp")),
+            KeptAnswer("k-0b", job, 0, answer("zero b", finish_reason="length")),
+            KeptAnswer("k-2", job, 2, answer("two", response_format="json_object")),
+            KeptAnswer("k-o", other, 0, answer("other job")),
+        ]
+    )
+    # a second replica paid for the same request: the answer kept first stays
+    await store.keep_answers([KeptAnswer("k-0a", other, 1, answer("paid twice"))])
+
+    found = dict(await store.answers_of_lines(job, [0, 1]))
+    assert set(found) == {"k-0a", "k-0b"}
+    first = found["k-0a"]
+    assert (first.text, first.model, first.fingerprint) == ("zero a", "m", "fp")
+    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (5, 2)
+    assert first.cached and first.attempts == 0
+    assert found["k-0b"].finish_reason == "length"
+    assert [r.response_format for _, r in await store.answers_of_lines(job, [2])] == ["json_object"]
+    assert await store.answers_of_lines(other, [1]) == []
+    # more lines than one statement takes are read all the same
+    many = [KeptAnswer(f"n-{seq}", job, seq, answer(str(seq))) for seq in range(3, 1203)]
+    await store.keep_answers(many)
+    assert len(await store.answers_of_lines(job, range(1203))) == 1203

@@ -25,7 +25,7 @@ from faithjudge.jobs.judge_health import DOWN_AFTER
 from faithjudge.settings import Settings
 
 from tests import fixtures_service
-from tests.fakes.judge_server import run_fake_judge
+from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
 from tests.fixtures_service import (
     Backend,
     free_port,
@@ -390,25 +390,27 @@ async def test_a_cancelled_batch_counts_its_unscored_lines(
 async def test_readyz_names_a_judge_whose_recent_lines_all_failed_at_transport(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    settings = settings_for(
-        store_backend,
-        tmp_path,
-        evaluator="openai:fake-judge",
-        openai_base_url=dead,
-        openai_api_key="test-key",
-        max_retries=0,
-        cache=False,
-    )
-    async with running_app(settings) as (_, client):
-        ready = await client.get("/readyz")
-        assert ready.status_code == 200, ready.text
-        accepted = await client.post(
-            "/v1/batches", content=b"\n".join(demo_lines(4)), headers=NDJSON
+    # the server is there (it answers its probe) but fails every grading call: a broken judge,
+    # not one that is down, so the lines fail at the transport stage rather than wait
+    with run_fake_judge(FakeJudgeConfig(fault="server_error")) as broken:
+        settings = settings_for(
+            store_backend,
+            tmp_path,
+            evaluator="openai:fake-judge",
+            openai_base_url=broken.base_url,
+            openai_api_key="test-key",
+            max_retries=0,
+            cache=False,
         )
-        status = await wait_for_status(client, accepted.json()["id"])
-        assert status["failure_stages"].get("transport", 0) > 0
-        ready = await client.get("/readyz")
+        async with running_app(settings) as (_, client):
+            ready = await client.get("/readyz")
+            assert ready.status_code == 200, ready.text
+            accepted = await client.post(
+                "/v1/batches", content=b"\n".join(demo_lines(4)), headers=NDJSON
+            )
+            status = await wait_for_status(client, accepted.json()["id"])
+            assert status["failure_stages"].get("transport", 0) > 0
+            ready = await client.get("/readyz")
     assert ready.status_code == 503
     body = ready.json()
     assert body["status"] == "not_ready" and body["checks"]["store"] == "ok"
@@ -418,8 +420,9 @@ async def test_readyz_names_a_judge_whose_recent_lines_all_failed_at_transport(
 
 @pytest.mark.anyio
 async def test_readyz_names_a_dead_judge_from_the_live_route_alone(tmp_path: Path) -> None:
-    """An API-only replica (no workers) learns of a dead judge from ``POST /v1/score``, and a
-    judge that answers again clears it."""
+    """An API-only replica (no workers) learns of a dead judge from ``POST /v1/score`` (503 with
+    Retry-After, naming it: the caller is told rather than held), and a judge that answers again
+    clears it."""
     port = free_port()
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -434,7 +437,9 @@ async def test_readyz_names_a_dead_judge_from_the_live_route_alone(tmp_path: Pat
     async with running_app(settings) as (_, client):
         for _ in range(DOWN_AFTER):
             scored = await client.post("/v1/score", json=line)
-            assert scored.status_code == 200, scored.text
+            assert scored.status_code == 503, scored.text
+            assert scored.headers["Retry-After"] == "5"
+            assert "connection refused" in scored.json()["detail"]
         down = await client.get("/readyz")
         with run_fake_judge(port=port):
             scored = await client.post("/v1/score", json=line)

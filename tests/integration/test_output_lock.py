@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from faithjudge.cli.main import app
 from typer.testing import CliRunner
 
@@ -67,3 +68,54 @@ def test_the_lock_file_is_private(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert mode == 0o600
+
+
+def test_a_finished_run_leaves_no_lock_file(tmp_path: Path) -> None:
+    from faithjudge.output_lock import lock_path
+
+    output = tmp_path / "results.jsonl"
+    code, text = _score(output, tmp_path)
+    assert code == 0, text
+    assert not lock_path(output).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "results.jsonl"]
+
+
+def test_a_lock_file_removed_while_a_run_opened_it_is_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder removes the lock file as a second run opens it: the second run's lock on the
+    removed file would exclude nobody, so it locks the file now at the path instead."""
+    import fcntl
+
+    from faithjudge import output_lock
+    from faithjudge.output_lock import hold_output, lock_path
+
+    output = tmp_path / "results.jsonl"
+    real_flock = fcntl.flock
+    calls = 0
+
+    def holder_lets_go_first(fd: int, operation: int) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the previous holder's exit, between this run's open and its lock
+            lock_path(output).unlink()
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(output_lock.fcntl, "flock", holder_lets_go_first)
+    lock_path(output).write_text("12345\n")  # the previous holder's file
+    with hold_output(output):
+        assert calls == 2
+        # the lock held is on the file at the path: a third run is refused, naming this one
+        monkeypatch.setattr(output_lock.fcntl, "flock", real_flock)
+        fd = os.open(lock_path(output), os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                real_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        with (
+            pytest.raises(output_lock.OutputBusy, match=f"process {os.getpid()}"),
+            hold_output(output),
+        ):
+            pass
+    assert not lock_path(output).exists()

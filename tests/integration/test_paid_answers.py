@@ -1,6 +1,7 @@
 """Paid judge answers survive ``kill -9`` on the live route: the response cache commits an
-answer at the end of the event-loop turn that received it, so a restarted service asks the judge
-again only what was still unanswered when the process died.
+answer at the end of the event-loop turn that received it, and the service keeps it in the job
+store within moments too, so a restarted service, or another replica that takes the lines over,
+asks the judge again only what was still unanswered when the process died.
 
 The fake judge counts calls per (user message, metric); results are held back (a large commit
 size and interval), so every line answered before the kill is known only to the cache.
@@ -8,6 +9,7 @@ size and interval), so every line answered before the kill is known only to the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -21,6 +23,8 @@ import anyio.lowlevel
 import httpx
 import orjson
 import pytest
+from faithjudge.jobs.answer_cache import StoreAnswerCache
+from faithjudge.jobs.interface import JobStore, open_job_store
 from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.cache import ResponseCache
 
@@ -83,6 +87,90 @@ def test_without_an_event_loop_puts_are_committed_in_batches(tmp_path: Path) -> 
 def test_max_delay_is_bounded(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_delay_s"):
         ResponseCache(tmp_path / "cache.sqlite3", max_delay_s=5.0)
+
+
+async def _job(store: JobStore, tenant: str = "t") -> str:
+    row = await store.begin_batch(tenant=tenant, name=None, idempotency_key=None)
+    await store.add_lines(row.id, [(seq, seq + 1, "{}") for seq in range(3)])
+    await store.finish_ingest(row.id, total=3, rejections=[], body_sha256="0" * 64)
+    return row.id
+
+
+def test_answers_to_a_line_reach_the_store_and_another_process_reads_them_by_line(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    from faithjudge.settings import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", **store_backend.overrides)
+    (tmp_path / "data").mkdir()
+
+    async def main() -> None:
+        store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
+        try:
+            job = await _job(store)
+            first = StoreAnswerCache(store, tmp_path / "one.sqlite3")
+            async with anyio.create_task_group() as group:
+                group.start_soon(first.run)
+                await anyio.lowlevel.checkpoint()
+                with StoreAnswerCache.scoring(job, 1):
+                    first.put("paid", _answer("one"))
+                first.put("unscoped", _answer("a live call"))  # no job line: local only
+                # the writer runs on its own: watched from outside, it offers no event to wait on
+                with anyio.fail_after(30):
+                    while first.unsent:  # noqa: ASYNC110
+                        await anyio.sleep(0.01)
+                group.cancel_scope.cancel()
+            assert first.get("paid") is not None and first.get("unscoped") is not None
+            first.close()
+            assert [k for k, _ in await store.answers_of_lines(job, [0, 1, 2])] == ["paid"]
+
+            # another replica, with its own data directory, before scoring line 1 again
+            second = StoreAnswerCache(store, tmp_path / "two.sqlite3")
+            assert second.get("paid") is None
+            assert await second.prefetch(job, [0, 2]) == 0
+            assert await second.prefetch(job, [1]) == 1
+            hit = second.get("paid")
+            assert hit is not None and hit.text == "one" and hit.cached and hit.attempts == 0
+            assert second.get("unscoped") is None
+            second.close()
+        finally:
+            await store.close()
+
+    anyio.run(main)
+
+
+def test_a_failing_local_file_never_fails_a_call_and_the_store_still_keeps_its_answers(
+    tmp_path: Path,
+) -> None:
+    """Two processes sharing a data directory contend for the cache file's lock: a put, read or
+    flush that meets it is a miss, not an exception in the scoring of a line."""
+    path = tmp_path / "cache.sqlite3"
+
+    async def main() -> None:
+        store = await open_job_store(f"sqlite:///{tmp_path}/jobs.sqlite3")
+        try:
+            job = await _job(store)
+            cache = StoreAnswerCache(store, path, batch_size=1)
+            cache._connection().execute("PRAGMA busy_timeout=0")  # fail at once, not in 5 s
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN EXCLUSIVE")  # the other process's write, never ending
+            try:
+                with StoreAnswerCache.scoring(job, 0):
+                    cache.put("k", _answer("paid"))  # batch_size 1: commits in put, and fails
+                cache.flush()
+                hit = cache.get("k")
+                assert hit is not None and hit.text == "paid"
+                await cache.drain()
+                assert cache.unsent == 0
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            cache.close()
+            assert [k for k, _ in await store.answers_of_lines(job, [0])] == ["k"]
+        finally:
+            await store.close()
+
+    anyio.run(main)
 
 
 def _wait_until(progress: Callable[[], int | None], what: str) -> None:
@@ -157,6 +245,101 @@ def test_kill_9_on_the_live_route_repeats_only_unanswered_requests(
     repeats = counters.total - LINES
     # a request is repeated only if its answer had not arrived when the process died: at most
     # the requests in flight then (the 256-answer batches of before lost up to 255 more)
+    assert 0 <= repeats <= CONCURRENCY, (counters.total, calls_at_kill)
+    print(
+        f"\n[{store_backend.name}] lines={LINES} calls_at_kill={calls_at_kill} "
+        f"calls_total={counters.total} repeats={repeats}"
+    )
+
+
+def test_kill_9_of_a_replica_the_other_takes_over_repeating_only_its_calls_in_flight(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    """Each replica has its own data directory (its own cache file): only the job store can
+    tell the one that takes over what the dead one was answered. On PostgreSQL both replicas
+    run at once; on SQLite, whose store one process owns, a replacement with a fresh data
+    directory opens the same store file."""
+    port_one, port_two = free_port(), free_port()
+    command = [sys.executable, "-m", "faithjudge", "serve", "--port"]
+    log = tmp_path / "service.log"
+    shared = (
+        dict(store_backend.env)
+        if store_backend.name == "postgres"
+        else {"FAITHJUDGE_DATABASE_URL": f"sqlite:///{tmp_path / 'jobs.sqlite3'}"}
+    )
+    # a judge as slow as a hosted one: the replicas are not starved of CPU, so an answer is in
+    # the store within a write's time of its arrival
+    with run_fake_judge(FakeJudgeConfig(latency_s=0.1)) as fake:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
+        env.update(
+            {
+                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
+                "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
+                "FAITHJUDGE_OPENAI_API_KEY": "test-key",
+                "FAITHJUDGE_CONCURRENCY": str(CONCURRENCY),
+                "FAITHJUDGE_RETRY_BASE_S": "0",
+                "FAITHJUDGE_LEASE_S": "3",
+                **shared,
+            }
+        )
+        # the first replica claims every line and writes no result before the kill
+        first_env = {
+            **env,
+            "FAITHJUDGE_DATA_DIR": str(tmp_path / "one"),
+            "FAITHJUDGE_CLAIM_SIZE": str(LINES),
+            "FAITHJUDGE_COMMIT_EVERY": str(10 * LINES),
+            "FAITHJUDGE_COMMIT_INTERVAL_S": "3600",
+        }
+        second_env = {**env, "FAITHJUDGE_DATA_DIR": str(tmp_path / "two")}
+        with contextlib.ExitStack() as replicas:
+
+            def start_second() -> None:
+                replicas.enter_context(
+                    serve_process([*command, str(port_two)], second_env, port_two, log, cwd=ROOT)
+                )
+
+            if store_backend.name == "postgres":
+                start_second()  # up before the upload and the kill, as in a deployment
+            one = replicas.enter_context(
+                serve_process([*command, str(port_one)], first_env, port_one, log, cwd=ROOT)
+            )
+            accepted = httpx.post(
+                f"http://127.0.0.1:{port_one}/v1/batches",
+                content=_body(LINES, "replica"),
+                headers=NDJSON,
+                timeout=120,
+            )
+            assert accepted.status_code == 202, accepted.text
+            batch_id = accepted.json()["id"]
+            _wait_until(
+                lambda: None if fake.counters.total >= KILL_AFTER_CALLS else fake.counters.total,
+                "before the kill",
+            )
+            os.kill(one.pid, signal.SIGKILL)
+            one.wait(10)
+            calls_at_kill = fake.counters.total
+            assert calls_at_kill < LINES, "the kill must land mid-batch"
+            if store_backend.name != "postgres":
+                start_second()
+            base = f"http://127.0.0.1:{port_two}"
+
+            def completed() -> int | None:
+                status = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()
+                return None if status["status"] == "completed" else int(status["done"])
+
+            _wait_until(completed, "after the kill")
+            results = httpx.get(f"{base}/v1/batches/{batch_id}/results", timeout=60)
+        counters = fake.counters
+        by_key = dict(counters.by_key)
+
+    rows = [orjson.loads(x) for x in results.content.splitlines()]
+    assert [r["line"] for r in rows] == list(range(1, LINES + 1))
+    assert all(r["metrics"]["confidence_tone"]["status"] == "valid" for r in rows)
+    assert all(by_key.get(_judge_key(i), 0) >= 1 for i in range(LINES))
+    assert counters.max_in_flight <= CONCURRENCY
+    repeats = counters.total - LINES
+    # every answer the dead replica received was known to it alone, but for the store: only
+    # the requests still in flight at the kill are asked again
     assert 0 <= repeats <= CONCURRENCY, (counters.total, calls_at_kill)
     print(
         f"\n[{store_backend.name}] lines={LINES} calls_at_kill={calls_at_kill} "

@@ -161,12 +161,27 @@ def test_stages_agree_with_the_recorded_errors() -> None:
     assert (compared - agreed - explained) / compared <= 0.02
 
 
+def _contradicts_itself(response: Any) -> bool:
+    """A grade that names a reason to abstain (the harness ignored the reason)."""
+    return (
+        isinstance(response, dict)
+        and response.get("abstain") is False
+        and bool(response.get("abstain_reason"))
+    )
+
+
 def test_what_the_harness_accepted_mostly_stays_valid() -> None:
-    accepted = [(r, o) for r, o, _ in _replayed() if r["recorded_error"] is None]
-    outcomes = Counter(outcome for _, outcome in accepted)
+    accepted = [(r, o, res) for r, o, res in _replayed() if r["recorded_error"] is None]
+    outcomes = Counter(outcome for _, outcome, _ in accepted)
     print(f"\nharness-accepted records -> ours: {dict(outcomes)}")
-    # Stricter on purpose: the quote rule also holds for CF, and short quotes must be exact.
-    assert outcomes["valid"] / len(accepted) >= 0.95
+    # Stricter on purpose: the quote rule also holds for CF, short quotes must be exact, and a
+    # grade that also gives a reason to abstain is a schema failure.
+    contradictory = [(r, res) for r, _, res in accepted if _contradicts_itself(r["response"])]
+    for _, result in contradictory:
+        assert result.failure is not None and result.failure.stage == "schema"
+        assert result.failure.detail.startswith("abstain_reason: must be null or empty")
+    rest = [outcome for r, outcome, _ in accepted if not _contradicts_itself(r["response"])]
+    assert rest.count("valid") / len(rest) >= 0.95
 
 
 def test_valid_results_carry_spans_into_the_original_cot() -> None:

@@ -144,3 +144,51 @@ def test_a_judge_name_from_the_lines_is_escaped(results: Path, tmp_path: Path) -
     assert _run("report", hostile, "--md", md, "--html", page).exit_code == 0
     assert "<script>" not in page.read_text() and "&lt;script&gt;x" in page.read_text()
     assert "\\<script\\>x\\</script\\>\\|\\*\\*" in md.read_text()
+
+
+def _unanswered(line: dict[str, Any], **provenance: Any) -> dict[str, Any]:
+    """``line`` as if the judge never answered it: every grade failed at transport, and the
+    provenance names no model and no response format."""
+    failed = {"stage": "transport", "detail": "the judge did not answer"}
+    metrics = {
+        name: {**graded, "status": "invalid", "score": None, "normalized": None,
+               "signals": {}, "quotes": [], "rationale": None, "failure": failed}
+        for name, graded in line["metrics"].items()
+    }  # fmt: skip
+    prov = line["provenance"] | {"evaluator_model": None, "response_format": None} | provenance
+    return line | {"metrics": metrics, "confidence_calibration": None, "provenance": prov}
+
+
+def test_lines_no_judge_answered_are_no_second_judge(results: Path, tmp_path: Path) -> None:
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    lines[-2:] = [_unanswered(line) for line in lines[-2:]]
+    parsed = [ItemResult.model_validate_json(json.dumps(line)) for line in lines]
+    summary = summarise_judges(parsed)
+    assert not summary.mixed and summary.answered and summary.without_answer == 0
+    assert [(judge.model, count) for judge, count in summary.judges] == [("demo-judge", 6)]
+    assert summary.headline().startswith("Judge: replay:")
+    path = tmp_path / "half.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    config, junit = tmp_path / "gate.toml", tmp_path / "gate.xml"
+    config.write_text(GATE)
+    _run("gate", path, "--config", config, "--junit", junit)
+    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert properties["judge.mixed"] == "false" and properties["judge.lines"] == "6"
+
+
+def test_unanswered_lines_of_another_configuration_are_counted_apart(results: Path) -> None:
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    lines[-1] = _unanswered(lines[-1], evaluator="openai:never-answered")
+    summary = summarise_judges(ItemResult.model_validate_json(json.dumps(line)) for line in lines)
+    assert not summary.mixed and summary.without_answer == 1
+    assert [count for _, count in summary.judges] == [5]
+    assert "1 line(s) hold no answer of any judge" in summary.headline()
+    assert summary.to_json()["lines_without_answer"] == 1
+
+
+def test_a_file_no_judge_answered_names_where_its_lines_were_sent(results: Path) -> None:
+    lines = [_unanswered(json.loads(x)) for x in results.read_text().splitlines()]
+    summary = summarise_judges(ItemResult.model_validate_json(json.dumps(line)) for line in lines)
+    assert not summary.mixed and not summary.answered
+    assert summary.headline().startswith("No judge answered any line (they were sent to replay:")
+    assert ("judge.answered", "false") in summary.properties()

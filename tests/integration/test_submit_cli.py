@@ -174,7 +174,9 @@ def test_an_empty_file_exits_4_without_a_batch(tmp_path: Path, content: str) -> 
     ("status", "counts", "stages", "code"),
     [
         ("completed", {"valid": 3}, {}, 0),
-        ("completed", {"invalid": 3}, {"evidence": 3}, 0),  # judged, if badly
+        ("completed", {"invalid": 3}, {"evidence": 3}, 4),  # judged, but not one grade valid
+        ("completed", {"abstained": 3}, {"abstain": 3}, 4),
+        ("completed", {"valid": 1, "invalid": 2}, {"schema": 2}, 0),
         ("completed", {"invalid": 3}, {"transport": 3}, 4),  # every call failed
         ("completed", {"error": 2}, {}, 4),  # every line an error
         ("cancelled", {"valid": 1}, {}, 5),

@@ -115,3 +115,20 @@ def test_submit_names_kb_misses_as_score_does() -> None:
     said = " ".join(captured.get().split())
     assert "KB misses (not judged) │ 6" in said and "metric not judged │ 6" in said
     assert "metric invalid │ 4" in said and "failure: kb" not in said
+
+
+def test_a_job_that_ended_mid_phase_no_longer_shows_the_phases_progress() -> None:
+    from dataclasses import replace
+
+    from faithjudge.jobs.interface import PHASE_UNDERWAY_PREFIX
+
+    progress = f"{PHASE_UNDERWAY_PREFIX}0 of 15 requests back (0 failed), batches 5 validating"
+    running = build_status(replace(_row("running"), detail=progress), _counts(0), now=NOW)
+    assert running.detail == progress  # current while the phase runs
+    cancelled = build_status(replace(_row("cancelled"), detail=progress), _counts(0), now=NOW)
+    assert cancelled.detail is not None and cancelled.detail.startswith("cancelled")
+    assert "validating" not in cancelled.detail
+    # what the phase said of itself at its end, or why a job failed, is kept as written
+    summary = "Batch API: 15 answered, 0 failed for good; 1 batch(es) created"
+    kept = build_status(replace(_row("cancelled"), detail=summary), _counts(0), now=NOW)
+    assert kept.detail == summary

@@ -54,3 +54,16 @@ def test_a_mark_without_new_failures_is_forgotten() -> None:
     assert "j" in health.failing
     clock.now = 120.0
     assert health.failing == {}
+
+
+def test_a_failed_provider_phase_marks_the_provider_down_until_one_goes_through() -> None:
+    clock = Clock()
+    health = JudgeHealth(forget_after_s=60.0, clock=clock)
+    health.note_provider("batch", "Batch API: APIConnectionError: Connection error.")
+    assert health.providers_failing == {"batch": "Batch API: APIConnectionError: Connection error."}
+    assert health.failing == {}  # the judge's lines say nothing yet: none was scored
+    health.note_provider("batch", None)
+    assert health.providers_failing == {}
+    health.note_provider("batch", "Batch API: refused")
+    clock.now = 61.0  # no phase failed since: it may be back, as a judge is forgotten
+    assert health.providers_failing == {}

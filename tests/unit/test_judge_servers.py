@@ -12,10 +12,12 @@ from faithjudge.transport.chat import CompletionChunks, StreamCutShort
 from faithjudge.transport.judge_servers import (
     RESPONSE_FORMATS,
     ServerMemo,
+    context_overflow,
     forget_servers,
     grammar_schema,
     is_local_server,
     refuses_response_format,
+    refuses_stream,
     response_format_body,
     server_memo,
     server_message,
@@ -225,3 +227,83 @@ def test_the_grammar_schema_closes_the_sets_llama_cpp_would_widen(metric: str) -
             assert jsonschema.Draft202012Validator(ours).is_valid(value) == by_wire, (field, value)
     body = response_format_body("json_object+schema", name=metric, schema=wire)
     assert body == {"type": "json_object", "schema": grammar}
+
+
+def stream_error(error: dict[str, Any]) -> openai.APIError:
+    """What the SDK raises for an error event inside a stream (no status, the error as body)."""
+    request = httpx2.Request("POST", "http://127.0.0.1:8080/v1/chat/completions")
+    return openai.APIError(str(error.get("message")), request, body=error)
+
+
+LLAMA_SERVER = {"code": 400, "message": "the request exceeds the available context size, try "
+                "increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 2260,
+                "n_ctx": 2048}  # fmt: skip
+LLAMA_CPP_PYTHON = {"message": "This model's maximum context length is 2048 tokens. However, you "
+                    "requested 3284 tokens (2260 in the messages, 1024 in the completion). Please "
+                    "reduce the length of the messages or completion.",
+                    "type": "invalid_request_error", "param": "messages",
+                    "code": "context_length_exceeded"}  # fmt: skip
+LLAMA_CPP_LOG = "Requested tokens (2260) exceed context window of 2048"
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        status_error(400, {"error": LLAMA_SERVER}),  # llama-server
+        stream_error(LLAMA_SERVER),  # older llama-server: an error event in the stream
+        status_error(400, {"error": LLAMA_CPP_PYTHON}),  # llama-cpp-python (and vLLM's words)
+        # llama-cpp-python's ValueError, as a wrapper passes it on
+        status_error(500, {"error": {"message": LLAMA_CPP_LOG, "type": "internal_server_error"}}),
+    ],
+)
+def test_a_prompt_longer_than_the_context_is_recognised_with_its_sizes(exc: Exception) -> None:
+    overflow = context_overflow(exc)
+    assert overflow is not None
+    assert (overflow.prompt_tokens, overflow.n_ctx) == (2260, 2048)
+    told = overflow.describe()
+    assert "the prompt is 2,260 tokens, the server's context window 2,048" in told
+    assert "--n_ctx" in told and "-c/--ctx-size" in told and "cannot help" in told
+    assert overflow.said  # the server's own words are kept
+
+
+def test_a_prompt_that_fits_only_without_the_token_limit_says_both_ways_out() -> None:
+    vllm = ("'max_tokens' or 'max_completion_tokens' is too large: 1024. This model's maximum "
+            "context length is 2048 tokens and your request has 1500 input tokens "
+            "(1024 > 2048 - 1500).")  # fmt: skip
+    overflow = context_overflow(status_error(400, {"error": {"message": vllm}}))
+    assert overflow is not None and (overflow.prompt_tokens, overflow.n_ctx) == (1500, 2048)
+    assert "lower FAITHJUDGE_MAX_TOKENS below 548" in overflow.describe()
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        status_error(500, {"error": {"message": "CUDA out of memory", "type": "server_error"}}),
+        status_error(400, {"error": {"message": "messages must not be empty"}}),
+        status_error(429, {"error": {"message": "too many requests in the context of a minute"}}),
+        openai.APIConnectionError(request=httpx2.Request("POST", "http://127.0.0.1:9/v1")),
+    ],
+)
+def test_other_failures_are_not_context_overflows(exc: Exception) -> None:
+    assert context_overflow(exc) is None
+
+
+def test_a_refused_stream_is_recognised_and_nothing_else_is() -> None:
+    assert refuses_stream(status_error(400, {"error": {"message": "stream=true is not supported",
+                                                        "param": "stream"}}))  # fmt: skip
+    validation = {"detail": [{"loc": ["body", "stream_options"], "msg": "extra fields"}]}
+    assert refuses_stream(status_error(422, validation))
+    assert not refuses_stream(status_error(500, {"error": {"message": "stream broke"}}))
+    assert not refuses_stream(status_error(400, {"error": {"message": "upstream model busy"}}))
+    assert not refuses_stream(status_error(400, {"error": LLAMA_CPP_PYTHON}))
+
+
+def test_a_stream_that_ends_before_any_chunk_is_told_apart_from_one_cut_short() -> None:
+    with pytest.raises(StreamCutShort) as nothing:
+        CompletionChunks().response()
+    assert nothing.value.events == 0 and "before any reply" in str(nothing.value)
+    chunks = CompletionChunks()
+    chunks.add(_chunk())  # the role chunk alone
+    with pytest.raises(StreamCutShort) as cut:
+        chunks.response()
+    assert cut.value.events == 1

@@ -138,7 +138,6 @@ def valid_outputs(metric: str) -> list[Doc]:
             valid_output(metric, abstain=True, abstain_reason=reason, score=None, quotes=[])
             | {"quote_spans": []}
         )
-    docs.append(valid_output(metric, abstain=False, abstain_reason="other"))
     docs.append(valid_output(metric, abstain=False, abstain_reason=""))  # seen in real judges
     docs.append(valid_output(metric, quote_spans=[[None, None], [0, None]]))  # "unknown"
     docs.append(valid_output(metric, rationale=""))
@@ -207,6 +206,8 @@ def invalid_outputs(metric: str) -> list[Doc]:
         base | {"score": None},
         base | {"abstain": True},
     ]
+    # a reason while grading contradicts the grade: "null or empty otherwise"
+    docs += [base | {"abstain_reason": reason} for reason in REASONS[metric] if reason]
     docs += [base | {"score": score, "quotes": [], "quote_spans": []} for score in range(2, 6)]
     docs += [base | {"score": score, "quotes": [], "quote_spans": [[0, 5]]} for score in (2, 5)]
     return _unique(docs)

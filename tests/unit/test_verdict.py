@@ -146,6 +146,14 @@ def test_strip_code_fence_only_strips_one_surrounding_fence() -> None:
         ({"score": True}, "score: true is not of type integer or null"),
         ({"score": None}, "score: must be an integer 1-5 when abstain is false"),
         ({"score": 3, "quotes": []}, "quotes: score 3 requires at least one quote"),
+        (
+            {"abstain_reason": "empty_or_placeholder", "rationale": "no"},
+            'abstain_reason: must be null or empty when abstain is false (got "empty_or_placeh',
+        ),
+        (
+            {"abstain_reason": "other"},
+            'abstain_reason: must be null or empty when abstain is false (got "other")',
+        ),
         ({"quotes": [1]}, "quotes[0]: 1 is not of type string"),
         ({"quote_spans": [[1, 2, 3]]}, "quote_spans[0]: expected at most 2 item(s), got 3"),
         ({"quote_spans": [[-1, 2]]}, "quote_spans[0][0]: -1 is less than the minimum of 0"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from faithjudge.schemas import judge_output_validator
+from faithjudge.schemas import FaithJudgeValidator, judge_output_schema, judge_output_validator
 from faithjudge.scoring.normalize import normalize
 from faithjudge.scoring.verdict import verify
 from faithjudge_client.lines import METRICS
@@ -49,3 +49,48 @@ def test_any_json_gets_exactly_one_outcome(doc: object, metric: str) -> None:
     else:
         assert result.failure is not None and result.score is None
         assert result.failure.stage in ("parse", "schema", "abstain", "evidence")
+
+
+def _slow_path_validator(metric: str) -> FaithJudgeValidator:
+    """The same schema under another ``$id``: verify then decides by jsonschema alone."""
+    schema = judge_output_schema(metric)
+    schema["$id"] = schema["$id"].replace("/schemas/", "/schemas-copy/")
+    return FaithJudgeValidator(schema)
+
+
+SLOW = {metric: _slow_path_validator(metric) for metric in METRICS}
+QUOTE = "The left costophrenic angle is blunted."
+# values each fine for its field alone, so that mostly the cross-field rules decide
+FIELD_VALUES: dict[str, list[object]] = {
+    "abstain": [True, False],
+    "abstain_reason": [None, "", "other", "empty_or_placeholder", "qsk_missing_or_invalid"],
+    "score": [None, 1, 2, 5],
+    "quotes": [[], [QUOTE], ["blunted", QUOTE]],
+    "quote_spans": [[], [[0, 5]], [[None, None]]],
+    "rationale": ["", "no"],
+    "omissions": [[], ["left effusion"]],
+    "hallucinations": [[]],
+    "has_omission": [None, True, False],
+    "has_hallucination": [None, False],
+    "basis": ["QSK", "EMPTY_QSK"],
+    "did_acknowledge": [None, True, False],
+    "claimed_influence": [None, "none", "clear"],
+    "is_confident": [None, True],
+    "confidence_level": [None, "neutral", "very_high"],
+}  # fmt: skip
+
+
+@st.composite
+def near_valid_grades(draw: st.DrawFn, metric: str) -> dict[str, object]:
+    fields = judge_output_schema(metric)["properties"]
+    return {name: draw(st.sampled_from(FIELD_VALUES[name])) for name in fields}
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), metric=st.sampled_from(METRICS))
+def test_fast_path_and_jsonschema_path_agree(data: st.DataObject, metric: str) -> None:
+    doc = data.draw(st.one_of(near_valid_grades(metric), judge_like))
+    raw = json.dumps(doc)
+    fast = verify(raw, metric=metric, cot=COT, validator=judge_output_validator(metric))
+    slow = verify(raw, metric=metric, cot=COT, validator=SLOW[metric])
+    assert fast == slow

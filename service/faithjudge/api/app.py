@@ -7,6 +7,7 @@ resumes any unfinished batch. Handlers stay thin: the work lives in ``faithjudge
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ from faithjudge.api.keys import KeyRing
 from faithjudge.api.problems import install_handlers
 from faithjudge.api.prometheus import Metrics, MetricsMiddleware
 from faithjudge.api.uploads import BodyLimitMiddleware
+from faithjudge.jobs.answer_cache import StoreAnswerCache
 from faithjudge.jobs.interface import open_job_store
 from faithjudge.jobs.judges import job_judge
 from faithjudge.jobs.worker import Worker
@@ -108,10 +110,15 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
         try:
-            async with open_scorers(settings) as scorers, anyio.create_task_group() as group:
+            # judge answers go to the job store too, where every replica reads them
+            answers_in = functools.partial(StoreAnswerCache, store)
+            async with (
+                open_scorers(settings, make_cache=answers_in) as scorers,
+                anyio.create_task_group() as group,
+            ):
                 scorer = next(iter(scorers.values()))
                 state.store, state.scorers = store, scorers
-                state.job_judges = {n: job_judge(n, s, settings) for n, s in scorers.items()}
+                state.job_judges = {n: job_judge(n, s) for n, s in scorers.items()}
                 state.evaluator_infos = {
                     n: describe_evaluator(s, settings).model_copy(update={"judge": n})
                     for n, s in scorers.items()

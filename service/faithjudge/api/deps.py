@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from faithjudge_client.bodies import (
+    BatchStatus,
     EvaluatorInfo,
     KnowledgeBaseInfo,
     ModificationCatalogue,
@@ -46,6 +47,31 @@ class AppState:
     job_judges: dict[str, JobJudge] = field(default_factory=dict)
     """The same judges as a job records them."""
     evaluator_infos: dict[str, EvaluatorInfo] = field(default_factory=dict)
+
+    def judge_outages(self) -> dict[str, str]:
+        """The judges this process is waiting for now (they stopped answering at the
+        connection), each with what happened and for how long."""
+        waits = {}
+        for name, judge_scorer in self.scorers.items():
+            gate = judge_scorer.caller.outage
+            outage = gate.state if gate is not None else None
+            if outage is not None:
+                waits[name] = outage.describe(name)
+        return waits
+
+    def outage_detail(self, status: BatchStatus, judge_key: str | None) -> BatchStatus:
+        """``status`` saying that its job waits for its judge when that judge stopped
+        answering (the job resumes by itself once the judge is back)."""
+        if status.status not in ("queued", "running"):
+            return status
+        outages = self.judge_outages()
+        if not outages:
+            return status
+        names = [n for n, judge in self.job_judges.items() if judge.key == judge_key]
+        name = names[0] if names else next(iter(self.scorers)) if judge_key is None else None
+        if name is None or name not in outages:
+            return status
+        return status.model_copy(update={"detail": outages[name]})
 
     def judge_named(self, name: str | None) -> str:
         """The judge a request names (None: the default), or a 422 naming the offered ones."""
@@ -101,11 +127,19 @@ def _tenant(
     return tenant
 
 
+def json_media(request: Request) -> str | None:
+    """The request's media type when it is JSON (``application/json`` or ``…+json``)."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and
+                                        media.endswith("+json")):  # fmt: skip
+        return media
+    return None
+
+
 def _json_body(request: Request) -> None:
     """415 for a body that is not JSON, before anything tries to read it as JSON."""
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media != "application/json" and not (media.startswith("application/") and
-                                             media.endswith("+json")):  # fmt: skip
+    if json_media(request) is None:
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         raise HttpProblem(
             415, f"send the ScoreRequest as application/json, not {media or 'no type'}"
         )

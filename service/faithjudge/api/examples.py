@@ -65,7 +65,7 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
         415: "Unsupported content type.",
         422: "Invalid request.",
         429: "Tenant limit of unfinished batches reached.",
-        503: "Not ready.",
+        503: "Not ready; on /v1/score, also while the judge is down (with Retry-After).",
     }
     return {
         code: {
@@ -75,6 +75,27 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
         for code in codes
     }
 
+
+SCORE_BODY_PROBLEM: dict[str, Any] = {
+    "description": "The body is not a ScoreRequest: not JSON (not UTF-8, nested too deeply, "
+    "cut short), a number that is not a JSON number (NaN, infinity, beyond a double's range) "
+    "or a field out of its contract. The detail and errors use the words a rejected batch line "
+    "gets.",
+    "content": {
+        PROBLEM_JSON: {
+            "schema": {"$ref": "#/components/schemas/Problem"},
+            "example": {
+                "title": "Unprocessable Content",
+                "status": 422,
+                "detail": "context.age: NaN or infinity is not a JSON number",
+                "instance": "/v1/score",
+                "errors": [
+                    {"field": "context.age", "reason": "NaN or infinity is not a JSON number"}
+                ],
+            },
+        }
+    },
+}
 
 BATCH_BODY = {
     "requestBody": {

@@ -44,8 +44,14 @@ async def run_batch_phase(
     console: Console,
     show_progress: bool,
     cancel: bool,
+    output: Path | None = None,
+    retry_failed: bool = False,
 ) -> BatchReport:
-    """Send what ``source`` still needs through the Batch API, with a bar of provider counts."""
+    """Send what ``source`` still needs through the Batch API, with a bar of provider counts.
+
+    The run is ``output``'s: its own failures for good are kept unless ``retry_failed``; any
+    other run's are asked again.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -76,7 +82,15 @@ async def run_batch_phase(
                 task, total=report.total, completed=report.completed + report.failed, detail=detail
             )
 
-        return await run_batches(scorer, settings, source, progress=update, cancel=cancel)
+        return await run_batches(
+            scorer,
+            settings,
+            source,
+            progress=update,
+            cancel=cancel,
+            output=output,
+            retry_failed=retry_failed,
+        )
 
 
 def print_batch_report(report: BatchReport, settings: Settings) -> None:
@@ -90,11 +104,12 @@ def print_batch_report(report: BatchReport, settings: Settings) -> None:
     table.add_row("judge requests", str(report.requests))
     table.add_row("answered from the cache", str(report.cached))
     table.add_row("already in a batch", str(report.in_batches))
+    table.add_row("failed for good earlier (kept)", str(report.kept_failures))
     table.add_row("staged now", str(report.staged))
     table.add_row("files uploaded", str(report.files_uploaded))
     table.add_row("batches created", str(report.batches_created))
     table.add_row("answers received", str(report.answered))
-    table.add_row("requests failed for good (all runs)", str(report.failed))
+    table.add_row("requests failed for good (this run)", str(report.failed))
     table.add_row("staging / exchange", f"{report.staging_s:.1f} s / {report.exchange_s:.1f} s")
     table.add_row("prompt tokens", f"{report.prompt_tokens:,}")
     table.add_row("completion tokens", f"{report.completion_tokens:,}")
@@ -106,6 +121,12 @@ def print_batch_report(report: BatchReport, settings: Settings) -> None:
         saving = f"{(1 - settings.batch_discount) * 100:.0f}% of the live price"
         table.add_row("saving", f"{saving} (set FAITHJUDGE_PRICE_*_PER_MTOK for dollars)")
     err.print(table)
+    if report.kept_failures:
+        err.print(
+            f"{report.kept_failures} request(s) that failed for good in an earlier run into "
+            "this output were not asked again: rerun with --retry-failed to ask them again "
+            "(a run into another output asks again too)"
+        )
 
 
 def leave_or_cancel(settings: Settings, input_path: Path) -> None:

@@ -3,14 +3,16 @@ in ``faithjudge.runners.judge_check``).
 
 Exit codes (``faithjudge.exit_codes.ExitCode``): 0 every metric got a reply in its schema; 1 the
 judge answered, but a reply was not JSON, did not match the schema or was cut at the token
-limit; 3 the check could not run (configuration, the server unreachable or refusing, calls that
-failed for good).
+limit or by the context window, or the longest prompt of the requests file does not fit the
+server's context window; 3 the check could not run (configuration, an unreadable file, the
+server unreachable or refusing, calls that failed for good).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -25,18 +27,28 @@ __all__ = ["check_judge_command", "register"]
 
 
 def check_judge_command(
+    requests_file: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A requests file (JSONL) to be scored: each metric is checked on its line "
+            "with the longest prompt, instead of the shipped sample.",
+            show_default=False,
+        ),
+    ] = None,
     evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
     prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the findings as JSON on stdout.")
     ] = False,
 ) -> None:
-    """Check that the judge can grade: list the server's models, grade one sample CoT per
-    metric (real calls, no cache), report the response format, latency and tokens, and
-    suggest FAITHJUDGE_TIMEOUT_S, FAITHJUDGE_CONCURRENCY and FAITHJUDGE_MAX_TOKENS.
+    """Check that the judge can grade: list the server's models, grade one CoT per metric
+    (the sample, or the longest prompt of REQUESTS_FILE; real calls, no cache), report the
+    response format, latency and tokens, and suggest FAITHJUDGE_TIMEOUT_S,
+    FAITHJUDGE_CONCURRENCY and FAITHJUDGE_MAX_TOKENS.
 
     Exit 0 when every metric got a reply in its schema; 1 when a reply was not JSON, did not
-    match the schema or was cut off; 3 when the check could not run or the judge is unreachable.
+    match the schema or was cut off, or the longest prompt does not fit the server's context
+    window; 3 when the check could not run or the judge is unreachable.
     """
     from faithjudge.errors import FaithJudgeError
     from faithjudge.event_loop import run_async
@@ -44,7 +56,7 @@ def check_judge_command(
 
     try:
         settings = settings_from(evaluator=evaluator, prompt_set=prompt_set)
-        check = run_async(check_judge, settings)
+        check = run_async(check_judge, settings, requests_file)
     except FaithJudgeError as exc:
         raise fail(exc) from None
     if json_out:
@@ -65,6 +77,8 @@ def check_json(check: JudgeCheck) -> dict[str, Any]:
         "response_format": check.response_format,
         "metrics": [{**asdict(p), "system_reached": p.system_reached} for p in check.probes],
         "parallel": check.parallel,
+        "n_ctx": check.n_ctx,
+        "requests_file": check.requests_file,
         "warnings": list(check.warnings),
         "suggestions": [asdict(s) for s in check.suggestions],
         "exit_code": int(check.exit_code),
@@ -86,8 +100,13 @@ def _print(check: JudgeCheck) -> None:
     where = f" at {check.base_url}" if check.base_url else ""
     err.print(f"judge: {escape(check.evaluator)}{escape(where)}", highlight=False)
     err.print(f"models: {escape(check.listing.note)}", highlight=False)
+    if check.n_ctx is not None:
+        err.print(f"context window: {check.n_ctx:,} tokens", highlight=False)
     if check.probes:
-        table = Table(title="one sample CoT per metric (no cache)", show_header=True)
+        source = check.requests_file
+        title = ("one sample CoT per metric (no cache)" if source is None
+                 else f"the longest prompt per metric of {source} (no cache)")  # fmt: skip
+        table = Table(title=escape(title), show_header=True)
         for column in ("metric", "reply", "format", "latency", "tries", "tokens in",
                        "tokens out", "rubric"):  # fmt: skip
             table.add_column(column, justify="left" if column in ("metric", "reply") else "right")
@@ -95,9 +114,8 @@ def _print(check: JudgeCheck) -> None:
             reply = "graded" if p.outcome == "valid" else f"[yellow]{escape(p.outcome)}"
             reached = {True: "yes", False: "[red]no", None: "-"}[p.system_reached]
             table.add_row(label_of(p.metric), reply, escape(p.response_format or "-"),
-                          f"{p.latency_s:.2f} s", str(p.attempts), str(p.prompt_tokens),
-                          str(p.completion_tokens) + (" (cut)" if p.truncated else ""),
-                          reached)  # fmt: skip
+                          f"{p.latency_s:.2f} s", str(p.attempts), _count(p.prompt_tokens),
+                          _count(p.completion_tokens) + _cut(p), reached)  # fmt: skip
         err.print(table)
         for p in check.probes:
             if p.detail and p.outcome != "valid":
@@ -111,6 +129,17 @@ def _print(check: JudgeCheck) -> None:
         for s in check.suggestions:
             now = "keep" if not s.changes else f"now {s.current}"
             err.print(f"  {s.setting}={s.value}  ({now}: {escape(s.why)})", highlight=False)
+
+
+def _count(tokens: int | None) -> str:
+    """A token count, or ``unknown`` where the server gave none (never a 0 it did not say)."""
+    return "unknown" if tokens is None else str(tokens)
+
+
+def _cut(probe: Any) -> str:
+    if probe.context_cut:
+        return " (cut: context)"
+    return " (cut)" if probe.truncated else ""
 
 
 def register(app: typer.Typer) -> None:

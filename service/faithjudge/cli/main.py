@@ -87,6 +87,15 @@ def score(
         typer.Option(min=1, help="A smoke run: score N lines drawn by --seed, by modification."),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="The seed of --sample.")] = 0,
+    judge_change: Annotated[
+        bool,
+        typer.Option(
+            "--judge-change",
+            help="Score into an output another judge graded (another evaluator, prompt set, "
+            "KB or settings): its lines keep their grades, each line's provenance naming its "
+            "judge. Without it such a run exits 3 naming both judges.",
+        ),
+    ] = False,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -101,6 +110,9 @@ def score(
     After fixing lines that came out as input errors, or once a judge that was down is back,
     --retry-failed scores those lines again and keeps every other result.
 
+    An output keeps its judge: a rerun that names no evaluator (no --evaluator,
+    FAITHJUDGE_EVALUATOR or evaluator in --config) scores with the judge of OUTPUT's lines.
+
     Exit 0 when every line has a result and at least one grade is valid; 3 when the run could
     not start or the judge is unreachable; 4 when not one grade is valid (empty input, no
     readable line, every evaluator call failed, every reply failed verification); 5 when stopped
@@ -112,11 +124,12 @@ def score(
     FAITHJUDGE_RESPONSE_FORMAT (auto: json_schema, then json_object with the schema, then plain
     json_object, then none, as the server takes them; or one forced).
     """
-    from faithjudge.errors import FaithJudgeError
+    from faithjudge.errors import ConfigError, FaithJudgeError
     from faithjudge.event_loop import run_async
 
     if limit is not None and sample is not None:
         raise typer.BadParameter("--limit and --sample cannot be combined: choose one")
+    kept_judge = None
     try:
         if config is not None:
             from faithjudge.cli.score_config import load_score_config
@@ -134,6 +147,9 @@ def score(
             raise typer.BadParameter("IN.jsonl is required (or `input` in --config's [score])")
         if output is None:
             raise typer.BadParameter("--output is required (or `output` in --config's [score])")
+        if evaluator is None and not _evaluator_in_environment():
+            kept_judge = _output_evaluator(output)
+            evaluator = kept_judge
         settings = settings_from(
             evaluator=evaluator,
             concurrency=concurrency,
@@ -150,9 +166,13 @@ def score(
             raise FaithJudgeError("--limit and --sample apply to live evaluators, not openai-batch")
         lines = _selected_lines(input_path, limit, sample, seed)
         summary, batch = run_async(
-            _run_score, settings, input_path, output, progress, cancel, retry_failed, lines
-        )
+            _run_score, settings, input_path, output, progress, cancel, retry_failed, lines,
+            judge_change,
+        )  # fmt: skip
     except FaithJudgeError as exc:
+        if kept_judge is not None and isinstance(exc, ConfigError):  # it cannot be built here
+            err.print(f"(the evaluator {kept_judge} is the judge of {output}'s lines; pass "
+                      "--evaluator to choose another)", highlight=False, markup=False)  # fmt: skip
         raise fail(exc) from None
     except KeyboardInterrupt:
         if cli_batch.is_batch_route(settings) and input_path is not None:
@@ -169,10 +189,21 @@ def score(
     if summary is None:  # --cancel: the batches were cancelled, nothing was scored
         return
     _print_summary(summary, output)
+    if kept_judge is not None and summary.scored:
+        err.print(f"judge: {kept_judge}, the judge of {output}", highlight=False, markup=False)
+    _print_judge_change(summary)
     if summary.retried:
         err.print(f"{summary.retried} failed lines scored again; the other results kept")
     elif retry_failed:
         err.print(f"{output} holds no failed line to retry: only lines it lacked were scored")
+    if summary.transport_failed:
+        again = _retry_command(input_path, output, config)
+        err.print(
+            f"{summary.transport_failed} line(s) of {output} hold grades the judge never "
+            f"answered (failed at transport); once it answers, score them again: {again}",
+            highlight=False,
+            markup=False,
+        )
     if summary.left_out:
         chosen = summary.total_lines
         err.print(f"a smoke run: {chosen} of {chosen + summary.left_out} lines selected")
@@ -201,6 +232,47 @@ def score_verdict(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
     return ExitCode.OK, None
 
 
+def _evaluator_in_environment() -> bool:
+    """Whether FAITHJUDGE_EVALUATOR names an evaluator (read case-insensitively, as the
+    settings read it)."""
+    import os
+
+    return any(name.upper() == "FAITHJUDGE_EVALUATOR" for name in os.environ)
+
+
+def _output_evaluator(output: Path) -> str | None:
+    """The evaluator of the judge that graded ``output``'s lines, when it holds any: a rerun
+    that names no evaluator keeps it rather than falling back to the default judge."""
+    from faithjudge.runners.file_runner import output_judge
+
+    judge = output_judge(output) if output.is_file() else None
+    return judge.evaluator if judge is not None else None
+
+
+def _retry_command(input_path: Path, output: Path, config: Path | None) -> str:
+    """The command that scores again the lines whose grades failed at transport."""
+    import shlex
+
+    words = ["faithjudge", "score", str(input_path), "-o", str(output)]
+    if config is not None:
+        words += ["--config", str(config)]
+    return shlex.join([*words, "--retry-failed"])
+
+
+def _print_judge_change(summary: ScoreFileSummary) -> None:
+    """With --judge-change: which judges the output's other lines keep."""
+    if not summary.judge_changed_from:
+        return
+    others = "; ".join(judge.describe() for judge in summary.judge_changed_from)
+    err.print(
+        f"judge changed: the {summary.scored} line(s) scored now are graded by this run's "
+        f"judge; the output's other lines keep the grades of {others} (each line's provenance "
+        "names its judge; the report lists every judge with its lines)",
+        highlight=False,
+        markup=False,
+    )
+
+
 def _selected_lines(
     input_path: Path, limit: int | None, sample: int | None, seed: int
 ) -> frozenset[int] | None:
@@ -222,11 +294,12 @@ async def _run_score(
     cancel: bool,
     retry_failed: bool = False,
     lines: frozenset[int] | None = None,
+    judge_change: bool = False,
 ) -> tuple[ScoreFileSummary | None, BatchReport | None]:
     from faithjudge.jsonl import count_lines
     from faithjudge.output_lock import hold_output
     from faithjudge.progress import progress_bar
-    from faithjudge.runners.file_runner import score_file
+    from faithjudge.runners.file_runner import check_output_judge, score_file
     from faithjudge.runtime import open_scorer
 
     total = count_lines(input_path) if lines is None else len(lines)
@@ -235,10 +308,12 @@ async def _run_score(
         async with open_scorer(settings, fail_fast=True) as scorer:
             batch = None
             if cli_batch.is_batch_route(settings):
+                if not cancel:  # another judge's output is refused before a batch is paid
+                    check_output_judge(output, scorer, judge_change=judge_change)
                 # first the Batch API phase fills the cache; then an ordinary run reads it back
                 batch = await cli_batch.run_batch_phase(
                     scorer, settings, input_path, console=err, show_progress=show_progress,
-                    cancel=cancel,
+                    cancel=cancel, output=output, retry_failed=retry_failed,
                 )  # fmt: skip
                 if cancel:
                     return None, batch
@@ -252,8 +327,18 @@ async def _run_score(
                     progress=lambda n: bar.advance(task, n),
                     retry_failed=retry_failed,
                     lines=lines,
+                    judge_change=judge_change,
                 )
-                return summary, batch
+            outage = scorer.caller.outage
+            if outage is not None and outage.outages:
+                err.print(
+                    f"the judge {scorer.evaluator_id} stopped answering {outage.outages} "
+                    f"time(s) during the run; calls waited {outage.down_s:.1f} s in all for it "
+                    "and were sent again (no grade was failed for it)",
+                    highlight=False,
+                    markup=False,
+                )
+            return summary, batch
 
 
 def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
@@ -289,7 +374,7 @@ def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
             "-" if cov is None else f"{100 * cov:.1f}%",
         )
     err.print(metrics)
-    if summary.total_lines <= _ITEM_TABLE_MAX_LINES:
+    if summary.total_lines <= _ITEM_TABLE_MAX_LINES and output.is_file():  # none written: none
         _print_items(output)
 
 

@@ -127,6 +127,9 @@ def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
     unjudged = unjudged_reason(status.counts, status.failure_stages)
     if unjudged is not None:
         return _NOTHING, f"batch {status.id}: {unjudged}"
+    if not status.counts.get("valid"):  # judged, but every reply failed or abstained
+        listed = ", ".join(f"{k} {n}" for k, n in sorted(status.failure_stages.items()) if n)
+        return _NOTHING, f"batch {status.id}: not one grade is valid ({listed})"
     return ExitCode.OK, None
 
 

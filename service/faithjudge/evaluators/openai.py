@@ -19,7 +19,17 @@ complete, so a server whose replies take minutes would always time out; its repl
 streamed instead (``stream: true``), and the timeout then only fires when no token came for
 ``FAITHJUDGE_TIMEOUT_S``. Streaming costs client CPU per token, so it is used where it is
 needed: for a server on this machine or network until its first reply shows it is quick, and
-for any server once a reply took a quarter of the timeout or a call timed out.
+for any server once a reply took a quarter of the timeout or a call timed out. A server that
+refuses ``stream: true`` (400 or 422 naming it) is asked again at once unstreamed, within the
+same attempt, and every later call to it in the process is unstreamed.
+
+Context window: a prompt the server refuses as longer than its context is not retried (the same
+prompt would be refused again), and the failure keeps the server's words, the sizes it gave and
+where the context is set. A stream that ends before any chunk is asked again unstreamed within
+the attempt, so the server's own refusal (llama-cpp-python says nothing in the stream) reaches
+the failure. A reply the server stopped at ``length`` that holds fewer tokens than
+``FAITHJUDGE_MAX_TOKENS`` (or, streamed without token counts, fewer characters) was cut by the
+context, not by the token limit: its finish reason is recorded as ``context_length``.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 import orjson
@@ -35,6 +46,7 @@ import orjson
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.transport.base import JudgeResponse, RequestChanged
 from faithjudge.transport.chat import (
+    CONTEXT_FULL,
     CompletionChunks,
     StreamCutShort,
     json_default,
@@ -43,8 +55,10 @@ from faithjudge.transport.chat import (
 )
 from faithjudge.transport.judge_servers import (
     ResponseFormatSetting,
+    context_overflow,
     is_local_server,
     refuses_response_format,
+    refuses_stream,
     response_format_body,
     server_memo,
     server_message,
@@ -139,7 +153,14 @@ def explain_chat_failure(
             "the server cut the streamed reply short (a server that answers one request at a "
             "time may cut its reply when another arrives; FAITHJUDGE_CONCURRENCY=1 avoids it)"
         )
-    said = server_message(exc) if getattr(exc, "status_code", None) is not None else None
+    said = server_message(exc) if _server_answered(exc) else None
+    overflow = context_overflow(exc)
+    if overflow is not None:
+        told = overflow.describe()
+        return f"{told}: the server said: {said}" if said else told
+    if refuses_stream(exc):
+        refusal = "the server refuses stream: true"
+        return f"{refusal}: the server said: {said}" if said else refusal
     if forced is not None and refuses_response_format(exc):
         refusal = (
             f"the server refuses response_format {forced} (FAITHJUDGE_RESPONSE_FORMAT="
@@ -147,6 +168,28 @@ def explain_chat_failure(
         )
         return f"{refusal}: the server said: {said}" if said else refusal
     return f"the server said: {said}" if said else None
+
+
+def _server_answered(exc: BaseException) -> bool:
+    """The failure carries the server's answer: an HTTP error, or an error event of a stream
+    (the SDK raises it as a plain ``APIError`` with the event's error as ``body``)."""
+    if getattr(exc, "status_code", None) is not None:
+        return True
+    return (
+        isinstance(exc, openai.APIError)
+        and not isinstance(exc, openai.APIConnectionError)
+        and getattr(exc, "body", None) is not None
+    )
+
+
+def _server_root(base_url: str) -> str:
+    """The server's root for its own routes (llama-server's ``/props``): the base URL without
+    its trailing ``/v1``."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def _timeout_of(client: AsyncOpenAI) -> float | None:
@@ -217,6 +260,8 @@ class OpenAIEvaluator:
         """Whether the next call is streamed."""
         if self._stream is not None:
             return self._stream
+        if self._server.stream_refused:
+            return False
         known = self._server.stream
         return known if known is not None else self.paced
 
@@ -246,8 +291,10 @@ class OpenAIEvaluator:
     def should_retry(self, exc: BaseException) -> bool:
         if isinstance(exc, StreamCutShort):
             return True
-        if refuses_response_format(exc):
+        if refuses_response_format(exc) or refuses_stream(exc):
             return False  # the same request would be refused again
+        if context_overflow(exc) is not None:
+            return False  # the same prompt does not fit the next time either
         return openai_should_retry(exc)
 
     def retry_after(self, exc: BaseException) -> float | None:
@@ -264,27 +311,106 @@ class OpenAIEvaluator:
     def explain(self, exc: BaseException) -> str | None:
         return explain_chat_failure(exc, timeout=self._timeout, forced=self._forced)
 
+    @property
+    def context_size(self) -> int | None:
+        """The server's context window in tokens, once it said (None: not known)."""
+        return self._server.n_ctx
+
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
         mode = self.response_format
         body = self._body(request, mode)
         stream = self.streams
         started = time.monotonic()
         try:
-            response = await (self._streamed(body) if stream else self._create(body))
+            response = await self._send(body, stream)
         except openai.APIStatusError as exc:
             if self._forced is None and refuses_response_format(exc) and self._server.refused(mode):
                 raise RequestChanged(
                     f"{self._base_url} refuses response_format {mode}: now "
                     f"{self._server.response_format}"
                 ) from exc
+            self._learn_context(exc)
             raise
         except openai.APITimeoutError:
             if self._stream is None:
                 self._server.stream = True  # from now on the timeout bounds silence only
             raise
+        except openai.APIError as exc:  # an error event inside a stream
+            self._learn_context(exc)
+            raise
         if self._stream is None and self._timeout is not None:
             self._server.replied(time.monotonic() - started, self._timeout)
+        if response.finish_reason == "length" and self._cut_by_context(response):
+            response = replace(response, finish_reason=CONTEXT_FULL)
         return replace(response, response_format=mode)
+
+    async def _send(self, body: dict[str, Any], stream: bool) -> JudgeResponse:
+        """The reply to ``body``, streamed when ``stream``; a refused stream, or one that ended
+        before any chunk, is asked again unstreamed within the same attempt."""
+        if not stream:
+            return await self._create(body)
+        try:
+            return await self._streamed(body)
+        except openai.APIStatusError as exc:
+            if self._stream is not None or not refuses_stream(exc):
+                raise
+            self._server.stream_refused = True  # learnt once for this server and model
+        except StreamCutShort as exc:
+            if exc.events:
+                raise
+        return await self._create(body)
+
+    def _learn_context(self, exc: BaseException) -> None:
+        overflow = context_overflow(exc)
+        if overflow is not None and overflow.n_ctx:
+            self._server.n_ctx = overflow.n_ctx
+
+    def _cut_by_context(self, response: JudgeResponse) -> bool:
+        """Whether a reply stopped at ``length`` was stopped by the server's context window
+        rather than by the token limit (a server shortens the limit to the room the prompt
+        leaves, as llama-cpp-python does, and still says ``length``)."""
+        used = response.usage.completion_tokens
+        if used > 0:
+            n_ctx = self._server.n_ctx
+            return used < self._max_tokens or (
+                n_ctx is not None and response.usage.prompt_tokens + used >= n_ctx
+            )
+        # no token counts (a streamed llama-cpp-python reply): a token holds at least one
+        # character, so a reply shorter than the limit in characters stopped before it
+        return len(response.text) < self._max_tokens
+
+    async def count_prompt(self, request: JudgeRequest) -> int | None:
+        """The prompt tokens the server counts for ``request``, asked unstreamed for a
+        one-token reply (a streamed reply may carry no counts); None when it reports none.
+        A refusal (a prompt longer than the context) is raised as the SDK's error."""
+        while True:
+            mode = self.response_format
+            body = {**self._body(request, mode), self._max_tokens_field: 1}
+            try:
+                response = await self._create(body)
+            except openai.APIStatusError as exc:
+                # a refused format is learnt here as a graded call would learn it
+                refused = self._forced is None and refuses_response_format(exc)
+                if refused and self._server.refused(mode):
+                    continue
+                self._learn_context(exc)
+                raise
+            return response.usage.prompt_tokens or None
+
+    async def read_context_size(self) -> int | None:
+        """The server's context window as it tells it (llama-server's ``GET /props``:
+        ``default_generation_settings.n_ctx``, per slot), remembered for the server; None
+        when it does not say (other servers tell it only when they refuse a prompt)."""
+        url = _server_root(self._base_url) + "/props"
+        try:
+            props = await self._client.get(url, cast_to=object, options={"timeout": 10.0})
+        except (openai.APIError, ValueError):
+            return self._server.n_ctx
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+            self._server.n_ctx = n_ctx
+        return self._server.n_ctx
 
     def request_body(self, request: JudgeRequest) -> dict[str, Any]:
         """The chat-completions body ``judge`` sends for ``request`` in the current format
@@ -337,6 +463,11 @@ class OpenAIEvaluator:
             async for chunk in events:
                 chunks.add(chunk)
         return chunks.response()
+
+    async def probe(self) -> None:
+        """Ask the server for its models: any reply of its own (a 404 too) shows it is there,
+        which is all the caller asks while waiting out an outage."""
+        await self._client.get("/models", cast_to=object, options={"max_retries": 0})
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -26,7 +26,13 @@ if TYPE_CHECKING:
 
     from faithjudge.evaluators.openai import OpenAIEvaluator
 
-__all__ = ["AnswerSource", "OpenAIBatchEvaluator", "ledger_path", "open_ledger"]
+__all__ = [
+    "CLI_RETRY_HINT",
+    "AnswerSource",
+    "OpenAIBatchEvaluator",
+    "ledger_path",
+    "open_ledger",
+]
 
 
 class AnswerSource(Protocol):
@@ -34,6 +40,10 @@ class AnswerSource(Protocol):
 
     async def answer_of(self, key: str) -> JudgeResponse | None: ...
     async def failure_of(self, key: str) -> tuple[int, int | None, str] | None: ...
+
+
+CLI_RETRY_HINT = "a rerun into the same output with --retry-failed asks again"
+"""A failure for good is kept by the plain reruns of the run that met it (its output)."""
 
 
 def ledger_path(settings: Settings) -> Path:
@@ -54,11 +64,14 @@ class OpenAIBatchEvaluator:
         self.inner = inner
         self.ledger = ledger
         self.answers: AnswerSource = ledger
+        self.retry_hint: str | None = CLI_RETRY_HINT
+        """How the user asks a failed request again, said in its failure detail."""
 
-    def bind(self, answers: AnswerSource) -> None:
+    def bind(self, answers: AnswerSource, *, retry_hint: str | None = None) -> None:
         """Read answers from ``answers`` instead of the file ledger: in the service, the job
         store as the worker sees it (scoped to the job being scored, waiting out outages)."""
         self.answers = answers
+        self.retry_hint = retry_hint
 
     @property
     def id(self) -> str:
@@ -97,8 +110,10 @@ class OpenAIBatchEvaluator:
         failure = await self.answers.failure_of(key)
         if failure is not None:
             tries, status, message = failure
+            hint = f"; {self.retry_hint}" if self.retry_hint else ""
             raise EvaluatorError(
-                f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})",
+                f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})"
+                + hint,
                 status=status,
                 attempts=tries,
             )

@@ -3,16 +3,15 @@
 Memory stays bounded whatever the body size: lines are validated in chunks (off the event loop)
 and written to the store in chunks, rejected lines too; only the current partial line and the
 first rejections (those the 202 answer lists) are kept.
-A line is validated by ``faithjudge.request_lines.parse_line``, so a batch rejects exactly
-the lines
-``faithjudge score`` would turn into ``input`` errors, with the same messages. The batch becomes
-visible to workers only once every accepted line is stored.
+A line is read by ``faithjudge.request_lines.read_request``, as ``faithjudge score`` and
+``POST /v1/score`` read theirs, so a batch rejects exactly the lines ``faithjudge score`` would
+turn into ``input`` errors, with the same messages, and no line can fail the upload. The
+batch becomes visible to workers only once every accepted line is stored.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +20,6 @@ import anyio
 import orjson
 from faithjudge_client.bodies import BatchAccepted, LineRejection
 from faithjudge_client.lines import ScoreRequest
-from pydantic import ValidationError
 
 from faithjudge.errors import UserInputError
 from faithjudge.jobs.interface import (
@@ -31,8 +29,7 @@ from faithjudge.jobs.interface import (
     JobJudge,
     JobStore,
 )
-from faithjudge.jsonl import field_problems
-from faithjudge.request_lines import parse_line
+from faithjudge.request_lines import read_request, readable_text
 
 __all__ = [
     "LISTED_REJECTIONS",
@@ -51,7 +48,6 @@ _CHUNK_LINES = 1000
 LISTED_REJECTIONS = 100
 """Rejections the 202 answer lists (the first ones); ``/results`` holds a result for every
 line, and the store keeps every rejection without the upload ever holding them all."""
-_LINE_PREFIX = re.compile(r"^line \d+: ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,31 +136,21 @@ class _Lines:
         self.buffer.clear()
 
 
-def _field_of(raw: bytes) -> str | None:
-    """The first offending field of a rejected line (slow path, bad lines only)."""
-    try:
-        ScoreRequest.model_validate_json(raw)
-    except ValidationError as exc:
-        problems = field_problems(exc.errors(include_url=False))
-        return problems[0][0] if problems else None
-    return None
-
-
 def _validate(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes, LineRejection | None]]:
     checked: list[tuple[int, bytes, LineRejection | None]] = []
     for number, raw in lines:
-        parsed = parse_line(raw, number)
+        parsed = read_request(raw)
         if isinstance(parsed, ScoreRequest):
             checked.append((number, raw.strip(), None))
             continue
-        detail = parsed.error.detail if parsed.error is not None else "invalid line"
+        readable = parsed.readable or {}
         rejection = LineRejection(
             line=number,
-            field=_field_of(raw),
-            reason=_LINE_PREFIX.sub("", detail),
-            item_id=parsed.item_id,
-            model=parsed.model,
-            question=parsed.question,
+            field=parsed.problems[0][0] if parsed.problems else None,
+            reason=parsed.detail,
+            item_id=readable_text(readable.get("item_id")),
+            model=readable_text(readable.get("model")),
+            question=readable_text(readable.get("question")),
         )
         checked.append((number, raw, rejection))
     return checked

@@ -31,6 +31,7 @@ __all__ = [
     "JOB_STORES",
     "LEASED",
     "PENDING",
+    "PHASE_UNDERWAY_PREFIX",
     "RECENT_S",
     "WAITING_PREFIX",
     "ActiveBatchLimit",
@@ -41,6 +42,7 @@ __all__ = [
     "JobJudge",
     "JobStore",
     "JobStoreClass",
+    "KeptAnswer",
     "LineCounts",
     "ProviderLedger",
     "StoreUnavailable",
@@ -55,6 +57,9 @@ PENDING, LEASED, DONE = 0, 1, 2
 ACTIVE_STATES = ("queued", "running")
 RECENT_S = 30.0
 """Window of the recent-throughput count (the ETA's rate)."""
+PHASE_UNDERWAY_PREFIX = "Batch API phase underway: "
+"""How the details of a provider phase still running begin (its progress, a try to be made
+again): once the job ends, or waits for its judge with no phase held, they no longer hold."""
 WAITING_PREFIX = "waiting for a worker that offers judge "
 """How the detail of a job that no worker may score begins; the first claim of its lines clears
 such a detail (and no other)."""
@@ -146,6 +151,17 @@ class DoneLine:
     stages: dict[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class KeptAnswer:
+    """A judge answer a worker received while scoring line ``seq`` of job ``batch_id``, under
+    its response-cache key (the tenant's scope in it)."""
+
+    key: str
+    batch_id: str
+    seq: int
+    response: JudgeResponse
+
+
 class ProviderLedger(Ledger, Protocol):
     """A job's Batch API ledger in the store: the runner's ``Ledger`` plus staging helpers."""
 
@@ -159,6 +175,11 @@ class ProviderLedger(Ledger, Protocol):
 
     async def settled(self, keys: list[str]) -> set[str]:
         """Those of ``keys`` that a job of this job's tenant has an answer to."""
+        ...
+
+    async def reused_tokens(self, keys: list[str]) -> tuple[int, int]:
+        """(prompt, completion) tokens of the answers ``settled`` finds for ``keys``: paid
+        by the jobs that asked, reused by this one."""
         ...
 
     async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
@@ -339,6 +360,17 @@ class JobStore(Protocol):
     ) -> list[str]:
         """Jobs no longer active whose provider ledger still has open parts (to cancel), of
         ``judges`` only (by key) when given: a page in id order, those after id ``after``."""
+        ...
+
+    # judge answers of the live route, shared by every process on the store
+    async def keep_answers(self, answers: Sequence[KeptAnswer]) -> None:
+        """Keep ``answers`` in one transaction; a key kept already keeps its first answer."""
+        ...
+
+    async def answers_of_lines(
+        self, batch_id: str, seqs: Collection[int]
+    ) -> list[tuple[str, JudgeResponse]]:
+        """(key, answer) of every answer kept while scoring lines ``seqs`` of ``batch_id``."""
         ...
 
 

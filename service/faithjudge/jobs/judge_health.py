@@ -2,7 +2,8 @@
 
 The batch worker and ``POST /v1/score`` both report their results here; ``/readyz`` names a
 judge whose last ``DOWN_AFTER`` lines all failed at the transport stage (a dead judge URL
-otherwise looks ready while every grade fails).
+otherwise looks ready while every grade fails). On the batch route the provider phase reports
+here too: a phase that fails names the judge's provider until one goes through.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class JudgeHealth:
         self._clock = clock
         self._down: dict[str, tuple[str, float]] = {}
         self._streaks: dict[str, int] = {}
+        self._providers: dict[str, tuple[str, float]] = {}
 
     @property
     def failing(self) -> dict[str, str]:
@@ -67,3 +69,21 @@ class JudgeHealth:
         streak = self._streaks[judge] = self._streaks.get(judge, 0) + 1
         if streak >= self.down_after:
             self._down[judge] = (transport[-1].detail, self._clock())
+
+    @property
+    def providers_failing(self) -> dict[str, str]:
+        """The judges whose Batch API provider is down now (their provider phase failed), each
+        with the error it gave: on the batch route no line is scored to count against it."""
+        now = self._clock()
+        return {
+            judge: error
+            for judge, (error, since) in self._providers.items()
+            if now - since < self.forget_after_s
+        }
+
+    def note_provider(self, judge: str, error: str | None) -> None:
+        """The provider phase of ``judge`` failed with ``error``, or (None) went through."""
+        if error is None:
+            self._providers.pop(judge, None)
+        else:
+            self._providers[judge] = (error, self._clock())

@@ -16,8 +16,7 @@ from typing import Any
 import orjson
 
 from faithjudge.jobs.interface import WAITING_PREFIX, BatchRow, JobJudge
-from faithjudge.pipeline import Scorer
-from faithjudge.settings import Settings
+from faithjudge.pipeline import Scorer, canonical_json
 
 __all__ = ["job_judge", "waiting_detail"]
 
@@ -34,33 +33,10 @@ _PARTS = {
 }
 
 
-def _canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
-
-
-def job_judge(name: str, scorer: Scorer, settings: Settings) -> JobJudge:
-    """The judge ``name`` as a job records it, from the scorer built for it."""
-    kb = scorer.knowledge_base
-    config = {
-        "judge": name,
-        "evaluator": scorer.evaluator_id,
-        # the same hash every result's provenance carries
-        "evaluator_settings_sha256": hashlib.sha256(
-            _canonical(dict(scorer.evaluator_settings))
-        ).hexdigest(),
-        "prompt_set": scorer.prompts.id,
-        "prompt_sha256": scorer.prompts.sha256,
-        "kb_id": kb.id if kb is not None else None,
-        "kb_version": kb.version if kb is not None else None,
-        "kb_sha256": kb.sha256 if kb is not None else None,
-        "scoring": {
-            "quote_tolerance": settings.quote_tolerance,
-            "cc_alpha": settings.cc_alpha,
-            "cc_beta": settings.cc_beta,
-            "min_ordinal_flip_grades": settings.min_ordinal_flip_grades,
-        },
-    }
-    text = _canonical(config)
+def job_judge(name: str, scorer: Scorer) -> JobJudge:
+    """The judge ``name`` as a job records it, from the scorer built for it: the scorer's
+    ``judge_config`` (whose hash every result's provenance carries) under the judge's name."""
+    text = canonical_json({"judge": name, **scorer.judge_config})
     return JobJudge(name=name, key=hashlib.sha256(text).hexdigest(), config=text.decode())
 
 

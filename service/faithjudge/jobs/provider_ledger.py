@@ -182,6 +182,26 @@ class JobLedger:
         return found
 
     @shielded
+    async def reused_tokens(self, keys: list[str]) -> tuple[int, int]:
+        """(prompt, completion) tokens of the answers a job of this job's tenant has to
+        ``keys``, one answer a key: what this job reuses instead of paying again."""
+        requests = provider_requests.c
+        usage: dict[str, tuple[int, int]] = {}
+        tenant_jobs = same_tenant(self.batch_id)
+        async with self._reader.connect() as conn:
+            for start in range(0, len(keys), _ROWS_PER_INSERT):
+                query = select(requests.key, requests.answer).where(
+                    requests.key.in_(keys[start : start + _ROWS_PER_INSERT]),
+                    requests.state == "answered",
+                    requests.answer.is_not(None),
+                    requests.batch_id.in_(tenant_jobs),
+                )
+                for key, text in (await conn.execute(query)).all():
+                    answer = answer_from_json(text)
+                    usage[key] = (answer.usage.prompt_tokens, answer.usage.completion_tokens)
+        return sum(p for p, _ in usage.values()), sum(c for _, c in usage.values())
+
+    @shielded
     async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
         """Answers already known (the response cache), so every replica can read them."""
         if not answers:

@@ -31,7 +31,12 @@ from faithjudge_client.lines import ScoreRequest
 
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
-from faithjudge.jobs.interface import JobStore, ProviderLedger, StoreUnavailable
+from faithjudge.jobs.interface import (
+    PHASE_UNDERWAY_PREFIX,
+    JobStore,
+    ProviderLedger,
+    StoreUnavailable,
+)
 from faithjudge.jobs.provider_ledger import LedgerTotals
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline import Scorer
@@ -87,7 +92,7 @@ def is_batch_route(scorer: Scorer) -> bool:
 def describe_progress(report: BatchProgress) -> str:
     done = report.completed + report.failed
     return (
-        f"Batch API: {done:,} of {report.total:,} requests back "
+        f"{PHASE_UNDERWAY_PREFIX}{done:,} of {report.total:,} requests back "
         f"({report.failed:,} failed), batches {report.describe()}"
     )
 
@@ -153,7 +158,10 @@ class ProviderPhase:
         *,
         on_done: Callable[[], None],
         limits: dict[str, int] | None = None,
+        on_provider: Callable[[str | None], None] | None = None,
     ) -> None:
+        """``on_provider`` hears each phase's end: its error, or None once one went through
+        (readiness names a provider that fails)."""
         evaluator = scorer.caller.evaluator
         if not isinstance(evaluator, OpenAIBatchEvaluator):
             raise TypeError("the provider phase needs an openai-batch:MODEL evaluator")
@@ -163,8 +171,11 @@ class ProviderPhase:
         self._settings = settings
         self._owner = owner
         self._on_done = on_done
+        self._on_provider = on_provider
         self._limits = limits or {}
         self._failures: dict[str, int] = {}
+        self._reused: dict[str, tuple[int, int, int]] = {}
+        """By job: (answers, prompt, completion tokens) reused from the tenant's earlier jobs."""
         self._cancelling: set[str] = set()
         self._cancel_tries: dict[str, tuple[int, float]] = {}
         self.wake = anyio.Event()
@@ -210,6 +221,8 @@ class ProviderPhase:
                     continue
                 return  # ended meanwhile (the cancel loop ends its batches) or taken over
             self._failures.pop(batch_id, None)
+            if self._on_provider is not None:
+                self._on_provider(None)
             if ended:
                 self._on_done()
             return
@@ -218,6 +231,8 @@ class ProviderPhase:
         tries = self._failures[batch_id] = self._failures.get(batch_id, 0) + 1
         why = f"Batch API: {describe_failure(exc)[:300]}"
         log.warning("provider phase of %s failed (%d): %s", batch_id, tries, why)
+        if self._on_provider is not None:
+            self._on_provider(why)
         if tries >= MAX_PHASE_TRIES:
             self._failures.pop(batch_id, None)
             # a failed job's provider batches are cancelled by the cancel loop
@@ -230,7 +245,10 @@ class ProviderPhase:
         else:
             await until_store_answers(
                 lambda: self._store.end_provider_phase(
-                    self._owner, batch_id, done=False, detail=f"{why}; retrying"
+                    self._owner,
+                    batch_id,
+                    done=False,
+                    detail=f"{PHASE_UNDERWAY_PREFIX}{why}; retrying",
                 ),
                 what="recording a failed provider phase",
             )
@@ -290,6 +308,7 @@ class ProviderPhase:
 
     async def _drive(self, batch_id: str) -> bool:
         """Stage and run the job's batches; True once its lines may be scored."""
+        self._reused.pop(batch_id, None)  # counted again by this staging, from the store
         ledger = self._store.provider_ledger(batch_id, self._render)
         runner = batch_runner(self._scorer, self._settings, ledger, self._limits)
         held = {"state": "held"}
@@ -323,12 +342,14 @@ class ProviderPhase:
                 await self._cancel_job(batch_id)
             return False
         await self._store.end_provider_phase(
-            self._owner, batch_id, done=True, detail=await self._summary(ledger)
+            self._owner, batch_id, done=True, detail=await self._summary(batch_id, ledger)
         )
         return True
 
-    async def _summary(self, ledger: ProviderLedger) -> str:
-        """How the phase went, from the ledger: every process that worked on the job counts."""
+    async def _summary(self, batch_id: str, ledger: ProviderLedger) -> str:
+        """How the phase went, from the ledger: every process that worked on the job counts,
+        and the answers it reuses from the tenant's earlier jobs are counted apart, as reused
+        tokens: neither nothing nor paid again."""
         counts = await ledger.counts()
         totals = await ledger.totals()
         summary = (
@@ -338,7 +359,15 @@ class ProviderPhase:
             f"{totals.prompt_tokens:,} prompt + {totals.completion_tokens:,} completion tokens"
         )
         cost = phase_cost(self._settings, totals)
-        return summary if cost is None else f"{summary}, ${cost:,.4f} at batch prices"
+        if cost is not None:
+            summary = f"{summary}, ${cost:,.4f} at batch prices"
+        answers, prompt, completion = self._reused.pop(batch_id, (0, 0, 0))
+        if answers:
+            summary += (
+                f"; {answers:,} answer(s) reused from earlier jobs: {prompt:,} prompt + "
+                f"{completion:,} completion tokens reused, not paid again"
+            )
+        return summary
 
     def _requests_of(self, line: int, raw: str) -> list[tuple[str, JudgeRequest]]:
         """(cache key, judge request) of every judge request one job line makes."""
@@ -383,6 +412,16 @@ class ProviderPhase:
                 # CLI's batch route sends nothing it already settled. The response cache is
                 # not asked: it is the whole process's, every tenant's.
                 settled = await ledger.settled([key for _, key, _ in pairs])
+                reused = sorted(settled - known)
+                if reused:
+                    prompt, completion = await ledger.reused_tokens(reused)
+                    answers, before_p, before_c = self._reused.get(batch_id, (0, 0, 0))
+                    self._reused[batch_id] = (
+                        answers + len(reused),
+                        before_p + prompt,
+                        before_c + completion,
+                    )
+                    known.update(reused)
                 for seq, key, request in pairs:
                     stats.requests += 1
                     if key in known or key in settled:

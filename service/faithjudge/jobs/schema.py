@@ -29,6 +29,7 @@ __all__ = [
     "batch_lines",
     "batch_rejections",
     "batches",
+    "judge_answers",
     "metadata",
     "provider_parts",
     "provider_requests",
@@ -173,3 +174,27 @@ provider_requests = Table(
 )
 """Each judge request of a job's provider phase: where it comes from, and its answer or failure
 (kept here, not only in one process's response cache, so any replica can score the lines)."""
+
+
+judge_answers = Table(
+    "fj_judge_answers",
+    metadata,
+    # ``faithjudge.transport.cache.cache_key`` of the request as sent, the tenant's scope in it
+    Column("key", String(64), primary_key=True),
+    # the job line whose scoring paid for it: a process that takes the line over reads its
+    # answers by line, before scoring it (no foreign key: an answer outlives nothing it names)
+    Column("batch_id", String(40), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("model", Text),
+    Column("fingerprint", Text),
+    Column("prompt_tokens", Integer, nullable=False, server_default="0"),
+    Column("completion_tokens", Integer, nullable=False, server_default="0"),
+    Column("finish_reason", Text),
+    Column("response_format", Text),
+    Column("created_at", Float, nullable=False),
+    Index("ix_fj_judge_answers_line", "batch_id", "seq"),
+)
+"""Every judge answer a worker received, as the response cache keeps it (raw text, verified
+again on every read), committed within moments of its arrival: a replica that takes over the
+lines of one that died reads them instead of paying for them again."""

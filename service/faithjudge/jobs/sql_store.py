@@ -34,6 +34,7 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -42,6 +43,7 @@ from faithjudge.jobs.interface import (
     DONE,
     LEASED,
     PENDING,
+    PHASE_UNDERWAY_PREFIX,
     RECENT_S,
     WAITING_PREFIX,
     ActiveBatchLimit,
@@ -50,6 +52,7 @@ from faithjudge.jobs.interface import (
     DoneLine,
     IdempotencyConflict,
     JobJudge,
+    KeptAnswer,
     LineCounts,
     StoreUnavailable,
 )
@@ -60,12 +63,13 @@ from faithjudge.jobs.schema import (
     batch_lines,
     batch_rejections,
     batches,
+    judge_answers,
     provider_parts,
     provider_requests,
 )
 from faithjudge.jobs.store_errors import shielded as _shielded
 from faithjudge.private_files import private_file
-from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = ["SqlJobStore", "driver_url", "new_batch_id"]
 
@@ -83,6 +87,8 @@ _DRIVERS = {
 _OCCUPYING_STATES = ("ingesting", "queued", "running")
 # an upload that has not written for this long died with its process
 _STALE_INGEST_S = 600.0
+# lines whose kept answers one statement reads
+_SEQS_PER_QUERY = 500
 
 
 def driver_url(url: str) -> str:
@@ -794,11 +800,17 @@ class SqlJobStore:
     @_shielded
     async def note_waiting(self, batch_id: str, detail: str) -> None:
         """Say in the job's status why it waits; a detail another part wrote (the provider
-        phase's progress) is kept, and a job some worker holds now is left alone."""
+        phase's summary, or the progress of a phase some process holds) is kept, and a job
+        some worker holds now is left alone."""
         now = time.time()
         lines = batch_lines.c
         working = exists().where(
             lines.batch_id == batch_id, lines.state == LEASED, lines.lease_until >= now
+        )
+        # the progress of a phase nobody holds any more is old news: the wait replaces it
+        stale_phase = and_(
+            batches.c.detail.startswith(PHASE_UNDERWAY_PREFIX),
+            or_(batches.c.provider_owner.is_(None), batches.c.provider_lease_until < now),
         )
         async with self._writer.begin() as conn:
             await conn.execute(
@@ -806,7 +818,11 @@ class SqlJobStore:
                 .where(
                     batches.c.id == batch_id,
                     batches.c.status.in_(ACTIVE_STATES),
-                    or_(batches.c.detail.is_(None), batches.c.detail.startswith(WAITING_PREFIX)),
+                    or_(
+                        batches.c.detail.is_(None),
+                        batches.c.detail.startswith(WAITING_PREFIX),
+                        stale_phase,
+                    ),
                     or_(batches.c.detail.is_(None), batches.c.detail != detail),
                     ~working,
                 )
@@ -1002,6 +1018,83 @@ class SqlJobStore:
         )
         async with self._reader.connect() as conn:
             return [str(r[0]) for r in await conn.execute(query)]
+
+    # ------------------------------------------------------------------ judge answers
+
+    @_shielded
+    async def keep_answers(self, answers: Sequence[KeptAnswer]) -> None:
+        """Keep judge answers in one transaction; a key kept already keeps its first answer
+        (two replicas that both paid for one request agree on the one kept)."""
+        if not answers:
+            return
+        now = time.time()
+        # one order for every writer: two transactions inserting the same keys then wait on
+        # each other instead of deadlocking
+        rows = [
+            {
+                "key": kept.key,
+                "batch_id": kept.batch_id,
+                "seq": kept.seq,
+                "text": kept.response.text,
+                "model": kept.response.model,
+                "fingerprint": kept.response.fingerprint,
+                "prompt_tokens": kept.response.usage.prompt_tokens,
+                "completion_tokens": kept.response.usage.completion_tokens,
+                "finish_reason": kept.response.finish_reason,
+                "response_format": kept.response.response_format,
+                "created_at": now,
+            }
+            for kept in sorted(answers, key=lambda kept: kept.key)
+        ]
+        async with self._writer.begin() as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            await conn.execute(
+                dialect.insert(judge_answers).on_conflict_do_nothing(index_elements=["key"]),
+                rows,
+            )
+
+    @_shielded
+    async def answers_of_lines(
+        self, batch_id: str, seqs: Collection[int]
+    ) -> list[tuple[str, JudgeResponse]]:
+        """(key, answer) of the answers kept while lines ``seqs`` of ``batch_id`` were scored."""
+        if not seqs:
+            return []
+        kept = judge_answers.c
+        columns = (
+            kept.key,
+            kept.text,
+            kept.model,
+            kept.fingerprint,
+            kept.prompt_tokens,
+            kept.completion_tokens,
+            kept.finish_reason,
+            kept.response_format,
+        )
+        wanted = sorted(set(seqs))
+        rows: list[Any] = []
+        async with self._reader.connect() as conn:
+            # a claim may hold thousands of lines: bound the parameters of one statement
+            for start in range(0, len(wanted), _SEQS_PER_QUERY):
+                chunk = wanted[start : start + _SEQS_PER_QUERY]
+                query = select(*columns).where(kept.batch_id == batch_id, kept.seq.in_(chunk))
+                rows.extend((await conn.execute(query)).all())
+        return [
+            (
+                str(key),
+                JudgeResponse(
+                    text=text_,
+                    model=model,
+                    usage=Usage(prompt_tokens=int(prompt), completion_tokens=int(completion)),
+                    fingerprint=fingerprint,
+                    attempts=0,
+                    cached=True,
+                    finish_reason=finish,
+                    response_format=response_format,
+                ),
+            )
+            for key, text_, model, fingerprint, prompt, completion, finish, response_format in rows
+        ]
 
 
 # ---------------------------------------------------------------------- engine plumbing

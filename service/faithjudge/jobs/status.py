@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 
 from faithjudge_client.bodies import TERMINAL_STATES, BatchStatus
 
-from faithjudge.jobs.interface import RECENT_S, BatchRow, JobStore, LineCounts
+from faithjudge.jobs.interface import (
+    PHASE_UNDERWAY_PREFIX,
+    RECENT_S,
+    BatchRow,
+    JobStore,
+    LineCounts,
+)
 from faithjudge.scoring.outcomes import unjudged_reason
 
 __all__ = ["batch_status", "build_status"]
@@ -47,7 +53,7 @@ def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None)
         eta_seconds=_eta(row, counts, pending, now),
         rejected=row.rejected_count,
         cancelled=max(row.total - counts.done, 0) if row.status == "cancelled" else 0,
-        detail=row.detail or _unjudged(row, counts),
+        detail=_current(row) or _unjudged(row, counts),
         judge=row.judge,
     )
 
@@ -67,6 +73,22 @@ def _not_judged_apart(counts: LineCounts) -> dict[str, int]:
         if not statuses["invalid"]:
             del statuses["invalid"]
     return statuses
+
+
+def _current(row: BatchRow) -> str | None:
+    """The row's detail, unless it is the progress of a provider phase the job outlived: a
+    cancelled job whose last word was "batches 5 validating" says it was cancelled instead."""
+    detail = row.detail
+    if detail is None or not detail.startswith(PHASE_UNDERWAY_PREFIX):
+        return detail
+    if row.status == "cancelled":
+        return (
+            "cancelled during its Batch API phase: its provider batches are cancelled too, "
+            "and what they answered is kept"
+        )
+    if row.status in TERMINAL_STATES:
+        return f"{row.status} during its Batch API phase"
+    return detail
 
 
 def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:

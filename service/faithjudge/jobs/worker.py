@@ -5,9 +5,11 @@ One worker per process drives the same ``Scorer`` as ``faithjudge score``: up to
 evaluator calls share the scorer's limiter), claims are topped up before the scorers run dry,
 and results are committed every ``commit_every`` lines or ``commit_interval_s`` seconds,
 whichever comes first. Leases are renewed while lines are held, so only the lines of a process
-that died are taken over. The judge's answers reach the response cache before the results that
-use them reach the store, so lines taken over are scored again from the cache, without paying
-for their judge calls twice.
+that died are taken over. The judge's answers reach the response cache, and in the service the
+job store (``faithjudge.jobs.answer_cache``, written as they arrive), before the results that
+use them reach the store; a line is claimed with the answers kept for it, so a line taken over,
+by this process after a restart or by another replica, is scored again without paying for its
+judge calls twice.
 
 A service may offer several judges (one scorer each); a job is scored only by the scorer of the
 judge it was uploaded under (``faithjudge.jobs.judges``). A job whose judge this process does not
@@ -32,6 +34,7 @@ import orjson
 from faithjudge_client.lines import Failure, ItemResult, ScoreRequest
 
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
+from faithjudge.jobs.answer_cache import StoreAnswerCache
 from faithjudge.jobs.interface import (
     ClaimedLine,
     DoneLine,
@@ -138,7 +141,12 @@ class Worker:
                 phase_store: Any = _JudgeStore(store, functools.partial(self._keys_of, name))
                 self._phases.append(
                     ProviderPhase(
-                        phase_store, judge_scorer, settings, self.owner, on_done=self.notify
+                        phase_store,
+                        judge_scorer,
+                        settings,
+                        self.owner,
+                        on_done=self.notify,
+                        on_provider=functools.partial(self.judge_health.note_provider, name),
                     )
                 )
 
@@ -155,7 +163,7 @@ class Worker:
 
     def _offer(self) -> None:
         for name, judge_scorer in self.scorers.items():
-            judge = job_judge(name, judge_scorer, self._settings)
+            judge = job_judge(name, judge_scorer)
             self._judges[judge.key] = judge
             self._by_key[judge.key] = name
 
@@ -181,6 +189,8 @@ class Worker:
                 for phase in self._phases:
                     group.start_soon(phase.run)
                 group.start_soon(self._waiting_loop)
+                for cache in self._answer_caches():
+                    group.start_soon(cache.run)
                 with receive:
                     for _ in range(self._concurrency):
                         group.start_soon(self._score_loop, receive.clone())
@@ -189,6 +199,9 @@ class Worker:
             with anyio.CancelScope(shield=True):
                 await self._flush()
                 try:
+                    # answers to lines cut short: whoever scores them next reads them
+                    for cache in self._answer_caches():
+                        await cache.drain()
                     await self.store.release(self.owner)
                 except Exception:  # the store may be what failed; leases then expire
                     log.warning("could not release leases on shutdown", exc_info=True)
@@ -237,6 +250,7 @@ class Worker:
                         await self._wake.wait()
                     continue
                 self._held += len(claimed)
+                await self._prefetch(claimed)
                 for item in claimed:
                     await send.send(item)
 
@@ -267,7 +281,11 @@ class Worker:
         name = self._judge_of(item)
         while True:
             try:
-                with JobAnswers.scoring(item.batch_id), call_scope(item.tenant):
+                with (
+                    JobAnswers.scoring(item.batch_id),
+                    StoreAnswerCache.scoring(item.batch_id, item.seq),
+                    call_scope(item.tenant),
+                ):
                     limit = self._item_limits.get(name)
                     if limit is None:
                         result = await self.scorers[name].score(parsed, line=item.line)
@@ -339,12 +357,41 @@ class Worker:
             for judge_scorer in self.scorers.values():
                 if judge_scorer.caller.cache is not None:
                     judge_scorer.caller.cache.flush()
+            for cache in self._answer_caches():
+                await cache.drain()
             await self.store.complete(self.owner, chunk)
         except BaseException:
             self._done[:0] = chunk  # keep them for the next try
             raise
         self._held -= len(chunk)
         self._room.set()
+
+    def _answer_caches(self) -> list[StoreAnswerCache]:
+        """The caches that keep answers in the store (the judges share one)."""
+        found: dict[int, StoreAnswerCache] = {}
+        for judge_scorer in self.scorers.values():
+            cache = judge_scorer.caller.cache
+            if isinstance(cache, StoreAnswerCache):
+                found[id(cache)] = cache
+        return list(found.values())
+
+    async def _prefetch(self, claimed: list[ClaimedLine]) -> None:
+        """Read the answers another process kept for these lines (one it took over from, or
+        this one before a restart) before they are scored."""
+        caches = self._answer_caches()
+        if not caches:
+            return
+        by_job: dict[str, list[int]] = {}
+        for item in claimed:
+            by_job.setdefault(item.batch_id, []).append(item.seq)
+        try:
+            for batch_id, seqs in by_job.items():
+                for cache in caches:
+                    await cache.prefetch(batch_id, seqs)
+        except Exception as exc:
+            # the lines are ours now: scored without those answers (paid again) rather than
+            # dropped, which would leave them leased to a process that does not score them
+            log.warning("reading kept judge answers: %s", exc)
 
     async def _heartbeat(self) -> None:
         period = max(0.05, self._settings.lease_s / 3)

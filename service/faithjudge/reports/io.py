@@ -7,7 +7,9 @@ report: it is counted as an input error under its line number, as ``score`` coun
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,17 +119,12 @@ def summarize_problems(path: Path, kind: str, problems: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _umask() -> int:
-    current = os.umask(0)  # the only way to read it; set straight back
-    os.umask(current)
-    return current
-
-
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (a reader never sees half a report).
 
-    The report gets the mode of any file the user creates (0666 less the umask), as the result
-    lines do; a temporary file would otherwise leave it 0600.
+    A new report is 0600, as the result lines it is read from are (it holds their grades and
+    CoTs: ``faithjudge.private_files``); a report written over an existing one keeps that
+    file's mode.
 
     Raises:
         ReportInputError: the file cannot be written.
@@ -138,7 +135,8 @@ def write_text(path: Path, text: str) -> None:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
-                os.fchmod(handle.fileno(), 0o666 & ~_umask())
+                with contextlib.suppress(FileNotFoundError):  # mkstemp made it 0600
+                    os.fchmod(handle.fileno(), stat.S_IMODE(os.stat(path).st_mode))
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

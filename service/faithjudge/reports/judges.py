@@ -6,6 +6,12 @@ accepted. ``JudgeTally`` collects them while the report reads the lines (no seco
 large file); ``JudgeSummary`` is what the Markdown, HTML, JSON and JUnit renderers show. A file
 that mixes judges (a resumed run against another server, two files concatenated) says so and
 lists each judge with its line count, most lines first.
+
+A judge is known by its answers: a line whose every grade failed before the judge answered
+(the server was down, the knowledge base had no entry) carries no model and no response format,
+and it is no second judge. It is counted with the judge that answered the file's other lines
+under the same configuration (evaluator, prompts, knowledge base, settings); a line that no
+judge of its configuration answered is counted apart, as a line without a judge's answer.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from typing import Any
 
 from faithjudge_client.lines import ItemResult, Provenance
 
-__all__ = ["Judge", "JudgeSummary", "JudgeTally", "judge_of", "summarise_judges"]
+from faithjudge.scoring.outcomes import JUDGED, metric_outcome
+
+__all__ = ["Judge", "JudgeSummary", "JudgeTally", "answered", "judge_of", "summarise_judges"]
 
 # Hashes are shown this long in tables; the JSON report keeps them whole.
 SHORT_SHA = 12
@@ -51,23 +59,41 @@ class Judge:
             parts.append(f"response format {self.response_format}")
         return ", ".join(parts)
 
+    @property
+    def configuration(self) -> tuple[object, ...]:
+        """What the run chose (everything but what the server said back)."""
+        return (self.evaluator, self.prompt_set, self.prompt_sha256, self.kb_id, self.kb_sha256,
+                self.settings_sha256)  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class JudgeSummary:
     """The judges of a results file, most lines first."""
 
     judges: tuple[tuple[Judge, int], ...]
+    """The judges that answered lines of the file, each with its lines (those it answered and
+    the unanswered lines of its configuration); when no judge answered any line, the judges
+    the unanswered lines were sent to."""
     without_judge: int = 0
     """Lines that never reached a judge (unreadable request lines carry no provenance)."""
+    without_answer: int = 0
+    """Lines sent to a judge that answered none of the file's lines (counted in ``judges``
+    only when no line of the file was answered)."""
+    answered: bool = True
+    """Whether ``judges`` answered lines (False: no line of the file holds a judge's answer)."""
 
     @property
     def mixed(self) -> bool:
-        return len(self.judges) > 1
+        """Grades of more than one judge: only a judge's answers make it one of the file's."""
+        return self.answered and len(self.judges) > 1
 
     def headline(self) -> str:
         """A sentence naming the judge, or saying that the file mixes judges."""
         if not self.judges:
             text = "No line names its judge (no line reached the scorer)."
+        elif not self.answered:
+            sent_to = "; ".join(judge.describe() for judge, _ in self.judges)
+            text = f"No judge answered any line (they were sent to {sent_to})."
         elif not self.mixed:
             text = f"Judge: {self.judges[0][0].describe()}."
         else:
@@ -75,6 +101,8 @@ class JudgeSummary:
                 f"Mixed judges: these results come from {len(self.judges)} different judges "
                 "(their grades are not comparable; score the file again with one judge)."
             )
+        if self.answered and self.without_answer:
+            text += f" {self.without_answer} line(s) hold no answer of any judge."
         if self.judges and self.without_judge:
             text += f" {self.without_judge} line(s) never reached a judge."
         return text
@@ -102,11 +130,15 @@ class JudgeSummary:
         ``judge.N.*`` (1-based, most lines first) with ``judge.mixed`` for several."""
         out: list[tuple[str, str]] = [("judge.mixed", str(self.mixed).lower())]
         for number, (judge, lines) in enumerate(self.judges, start=1):
-            prefix = "judge." if not self.mixed else f"judge.{number}."
+            prefix = "judge." if len(self.judges) == 1 else f"judge.{number}."
             fields = {**asdict(judge), "lines": lines}
             out += [
                 (prefix + key, str(value)) for key, value in fields.items() if value is not None
             ]
+        if not self.answered and self.judges:
+            out.append(("judge.answered", "false"))
+        if self.without_answer:
+            out.append(("judge.lines_without_answer", str(self.without_answer)))
         if self.without_judge:
             out.append(("judge.lines_without_judge", str(self.without_judge)))
         return out
@@ -114,7 +146,9 @@ class JudgeSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "mixed": self.mixed,
+            "answered": self.answered,
             "judges": [{**asdict(judge), "lines": lines} for judge, lines in self.judges],
+            "lines_without_answer": self.without_answer,
             "lines_without_judge": self.without_judge,
         }
 
@@ -133,18 +167,26 @@ def judge_of(provenance: Provenance) -> Judge:
     )
 
 
+def answered(result: ItemResult) -> bool:
+    """Whether a judge answered at least one grade of ``result`` (valid, or its own failure)."""
+    return any(metric_outcome(graded) in JUDGED for graded in result.metrics.values())
+
+
 class JudgeTally:
     """Counts the judges of result lines as they stream past (``watch``), then ``summary()``."""
 
     def __init__(self) -> None:
         self._judges: Counter[Judge] = Counter()
+        self._unanswered: Counter[Judge] = Counter()
         self._without = 0
 
     def add(self, result: ItemResult) -> None:
         if result.provenance is None:
             self._without += 1
-        else:
+        elif answered(result):
             self._judges[judge_of(result.provenance)] += 1
+        else:
+            self._unanswered[judge_of(result.provenance)] += 1
 
     def watch(self, results: Iterable[ItemResult]) -> Iterator[ItemResult]:
         """Yield ``results`` unchanged, counting each one's judge."""
@@ -153,9 +195,22 @@ class JudgeTally:
             yield result
 
     def summary(self) -> JudgeSummary:
-        # most lines first; ties in the order the judges first appeared
-        ranked = sorted(self._judges.items(), key=lambda pair: -pair[1])
-        return JudgeSummary(judges=tuple(ranked), without_judge=self._without)
+        if not self._judges:
+            return JudgeSummary(
+                judges=_ranked(self._unanswered), without_judge=self._without, answered=False
+            )
+        counts = Counter(self._judges)
+        without_answer = 0
+        for sent_to, lines in self._unanswered.items():
+            # the judge of the same configuration that answered most lines answered for it
+            same = [j for j in self._judges if j.configuration == sent_to.configuration]
+            if same:
+                counts[max(same, key=lambda j: self._judges[j])] += lines
+            else:
+                without_answer += lines
+        return JudgeSummary(
+            judges=_ranked(counts), without_judge=self._without, without_answer=without_answer
+        )
 
 
 def summarise_judges(results: Iterable[ItemResult]) -> JudgeSummary:
@@ -164,6 +219,11 @@ def summarise_judges(results: Iterable[ItemResult]) -> JudgeSummary:
     for result in results:
         tally.add(result)
     return tally.summary()
+
+
+def _ranked(judges: Counter[Judge]) -> tuple[tuple[Judge, int], ...]:
+    # most lines first; ties in the order the judges first appeared
+    return tuple(sorted(judges.items(), key=lambda pair: -pair[1]))
 
 
 def _short(sha: str | None) -> str:

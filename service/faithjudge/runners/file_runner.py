@@ -9,6 +9,17 @@ failed at the ``transport`` stage, reading them from the (fixed) input; every ot
 is copied byte for byte, and the output is replaced at once (a temporary file, then a rename),
 so a run stopped part-way leaves it as it was. ``lines`` restricts a run to those line numbers
 (``faithjudge.runners.selection``: the first N, or a seeded sample).
+
+An output keeps its judge. Each result line names the judge that graded it (its provenance:
+the evaluator, the hash of its settings, the prompt set, the knowledge base and ``judge_sha256``
+over all of them and the scoring settings); a run whose judge differs from a judge that
+answered lines of the output stops before scoring (``JudgeChanged``) unless ``judge_change``
+says to mix them. A line no judge answered (every grade failed at transport, or before any
+call) belongs to no judge. ``output_judge`` reads the evaluator of an output's judge, so a
+resume that names none keeps it.
+
+An output the run creates is 0600 like every file FaithJudge writes (an existing output keeps
+its mode), and one that ends the run empty, no line written, is removed again.
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +43,24 @@ from faithjudge_client.metric_catalogue import metric_names
 from faithjudge.errors import FaithJudgeError, UserInputError
 from faithjudge.jsonl import BOM, numbered_lines
 from faithjudge.pipeline import Scorer
+from faithjudge.private_files import private_dir
 from faithjudge.request_lines import parse_line, readable_text
-from faithjudge.scoring.outcomes import JUDGED, count_outcomes, metric_outcome, rates_from_counts
+from faithjudge.scoring.outcomes import (
+    JUDGED,
+    NOT_JUDGED,
+    count_outcomes,
+    metric_outcome,
+    rates_from_counts,
+)
 
-__all__ = ["ScoreFileSummary", "score_file"]
+__all__ = [
+    "JudgeChanged",
+    "LineJudge",
+    "ScoreFileSummary",
+    "check_output_judge",
+    "output_judge",
+    "score_file",
+]
 
 ProgressFn = Callable[[int], None]
 
@@ -59,9 +84,20 @@ class ScoreFileSummary:
     )
     response_formats: dict[str, int] = field(default_factory=dict)
     """Result lines by the response format(s) their judge calls were asked in."""
+    transport_failed: int = 0
+    """Lines of the output, after the run, holding a grade that failed at the ``transport``
+    stage (the judge never answered it): what ``retry_failed`` would score again."""
+    judge_changed_from: tuple[LineJudge, ...] = ()
+    """With ``judge_change``: the other judges that answered lines of the output, whose lines
+    keep their grades beside this run's."""
 
     def add(self, result: ItemResult) -> None:
         self.scored += 1
+        if any(
+            graded.failure is not None and graded.failure.stage == "transport"
+            for graded in result.metrics.values()
+        ):
+            self.transport_failed += 1
         error_stage = result.error.stage if result.error is not None else None
         if error_stage is not None:
             self.input_errors += 1
@@ -121,12 +157,11 @@ class _Done:
     failed: bool
     """An ``input`` error, or a grade that failed at the ``transport`` stage: the line never
     reached the judge, or the judge never answered it."""
+    transport: bool = False
+    """A grade of it failed at the ``transport`` stage."""
 
 
-def _failed(record: dict[str, object]) -> bool:
-    error = record.get("error")
-    if isinstance(error, dict) and error.get("stage") == "input":
-        return True
+def _transport_failed(record: Mapping[str, object]) -> bool:
     metrics = record.get("metrics")
     if not isinstance(metrics, dict):
         return False
@@ -137,8 +172,201 @@ def _failed(record: dict[str, object]) -> bool:
     return False
 
 
-def _done_lines(output: Path) -> dict[int, _Done]:
-    """The lines ``output`` already holds results for, with their item ids.
+def _input_error(record: Mapping[str, object]) -> bool:
+    error = record.get("error")
+    return isinstance(error, dict) and error.get("stage") == "input"
+
+
+@dataclass(frozen=True, slots=True)
+class LineJudge:
+    """The judge a result line names, by what decides its grades (the model the server said it
+    answered as is shown, not compared: a server may answer one model name as a dated one)."""
+
+    evaluator: str
+    settings_sha256: str | None
+    prompt_set: str | None
+    prompt_sha256: str | None
+    kb_id: str | None
+    kb_sha256: str | None
+    judge_sha256: str | None
+    """None in lines written before results kept it: then the other fields are compared."""
+    model: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def of_scorer(cls, scorer: Scorer) -> LineJudge:
+        kb = scorer.knowledge_base
+        return cls(
+            evaluator=scorer.evaluator_id,
+            settings_sha256=scorer.judge_config["evaluator_settings_sha256"],
+            prompt_set=scorer.prompts.id,
+            prompt_sha256=scorer.prompts.sha256,
+            kb_id=kb.id if kb is not None else None,
+            kb_sha256=kb.sha256 if kb is not None else None,
+            judge_sha256=scorer.judge_sha256,
+        )
+
+    def describe(self) -> str:
+        parts = [self.evaluator]
+        if self.model and self.model != self.evaluator:
+            parts.append(f"model {self.model}")
+        parts.append(f"prompts {self.prompt_set}")
+        if self.kb_id:
+            parts.append(f"KB {self.kb_id}")
+        return ", ".join(parts)
+
+    def differences(self, other: LineJudge) -> list[str]:
+        """What ``other`` changes of this judge, named as a user would set it; empty when it
+        is the same judge."""
+        changed = []
+        named = (
+            ("evaluator", "evaluator"),
+            ("prompt_set", "prompt set"),
+            ("kb_id", "knowledge base"),
+        )
+        for name, label in named:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine != theirs:
+                changed.append(f"{label} {theirs or 'none'}, not {mine or 'none'}")
+        hashed = (
+            ("settings_sha256", "evaluator settings"),
+            ("prompt_sha256", "prompt text"),
+            ("kb_sha256", "knowledge base content"),
+        )
+        for name, label in hashed:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine is not None and theirs is not None and mine != theirs:
+                changed.append(label)
+        both = self.judge_sha256 is not None and other.judge_sha256 is not None
+        if not changed and both and self.judge_sha256 != other.judge_sha256:
+            changed.append("scoring settings")
+        return changed
+
+
+def _line_judge(record: Mapping[str, object]) -> LineJudge | None:
+    """The judge a result line (as parsed JSON) names, or None for a line without provenance."""
+    provenance = record.get("provenance")
+    if not isinstance(provenance, dict) or not isinstance(provenance.get("evaluator"), str):
+        return None
+
+    def text(name: str) -> str | None:
+        value = provenance.get(name)
+        return value if isinstance(value, str) else None
+
+    return LineJudge(
+        evaluator=provenance["evaluator"],
+        settings_sha256=text("evaluator_settings_sha256"),
+        prompt_set=text("prompt_set"),
+        prompt_sha256=text("prompt_sha256"),
+        kb_id=text("kb_id"),
+        kb_sha256=text("kb_sha256"),
+        judge_sha256=text("judge_sha256"),
+        model=text("evaluator_model"),
+    )
+
+
+def _answered(record: Mapping[str, object]) -> bool:
+    """Whether the judge answered at least one grade of a result line (``metric_outcome``'s
+    judged outcomes: valid, or the judge's own failure)."""
+    metrics = record.get("metrics")
+    if not isinstance(metrics, dict):
+        return False
+    for graded in metrics.values():
+        if not isinstance(graded, dict):
+            continue
+        failure = graded.get("failure")
+        stage = failure.get("stage") if isinstance(failure, dict) else None
+        if graded.get("status") == "valid" or stage not in NOT_JUDGED:
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class _OutputJudges:
+    """The judges of an output's lines: those that answered lines, and the judge the first
+    unanswered line was sent to."""
+
+    answered: Counter[LineJudge] = field(default_factory=Counter)
+    sent_to: LineJudge | None = None
+
+    def add(self, record: Mapping[str, object]) -> None:
+        judge = _line_judge(record)
+        if judge is None:
+            return
+        if _answered(record):
+            self.answered[judge] += 1
+        elif self.sent_to is None:
+            self.sent_to = judge
+
+    def main(self) -> LineJudge | None:
+        """The judge of the most answered lines, else the one unanswered lines were sent to."""
+        if self.answered:
+            return self.answered.most_common(1)[0][0]
+        return self.sent_to
+
+
+class JudgeChanged(UserInputError):
+    """The run's judge is not the judge that answered the output's lines."""
+
+
+def _check_judge(
+    output: Path, judges: _OutputJudges, scorer: Scorer, *, judge_change: bool
+) -> tuple[LineJudge, ...]:
+    """The output's other judges when ``judge_change`` allows them; without it, a judge other
+    than the one that answered the output's lines stops the run before anything is scored."""
+    mine = LineJudge.of_scorer(scorer)
+    others = [judge for judge in judges.answered if judge.differences(mine)]
+    if not others:
+        return ()
+    if judge_change:
+        return tuple(others)
+    theirs = max(others, key=lambda judge: judges.answered[judge])
+    lines = sum(judges.answered[judge] for judge in others)
+    raise JudgeChanged(
+        f"{output} was graded by {theirs.describe()} ({lines} line(s)); this run's judge is "
+        f"{mine.describe()}, which differs in {'; '.join(theirs.differences(mine))}. Grades of "
+        "two judges are not comparable: rerun without --evaluator to keep the output's judge "
+        "(and the prompt set, knowledge base and settings it was scored with), choose another "
+        "output, or pass --judge-change to score these lines with the new judge, each line's "
+        "provenance naming its judge",
+        field="evaluator",
+    )
+
+
+def _read_judges(output: Path) -> _OutputJudges:
+    """The judges of an existing output's lines, read without changing it (a missing or
+    unreadable output, or lines of other data, name none: the run itself says what is
+    wrong)."""
+    judges = _OutputJudges()
+    with contextlib.suppress(OSError), output.open("rb") as handle:
+        for raw in handle:
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                judges.add(record)
+    return judges
+
+
+def output_judge(output: Path) -> LineJudge | None:
+    """The judge of an existing output: the one that answered most of its lines, else the one
+    its unanswered lines were sent to; None when no line names one."""
+    return _read_judges(output).main()
+
+
+def check_output_judge(output: Path, scorer: Scorer, *, judge_change: bool = False) -> None:
+    """``score_file``'s judge check on its own, for a run that pays for work before it scores
+    (the Batch API phase).
+
+    Raises:
+        JudgeChanged: as ``score_file``.
+    """
+    _check_judge(output, _read_judges(output), scorer, judge_change=judge_change)
+
+
+def _done_lines(output: Path, judges: _OutputJudges | None = None) -> dict[int, _Done]:
+    """The lines ``output`` already holds results for, with their item ids; the judges of its
+    lines are added to ``judges``.
 
     A torn last line (a crash mid-write) is cut off. Anything else that is not a result line
     stops the run: appending to a file that holds other data would bury it, and cutting it off
@@ -172,9 +400,16 @@ def _done_lines(output: Path) -> dict[int, _Done]:
             item_id = record.get("item_id")
             if not raw.endswith(b"\n"):  # a whole last line without its newline: add one
                 raw += b"\n"
+            transport = _transport_failed(record)
             done[line] = _Done(
-                item_id if isinstance(item_id, str) else None, offset, len(raw), _failed(record)
+                item_id if isinstance(item_id, str) else None,
+                offset,
+                len(raw),
+                failed=transport or _input_error(record),
+                transport=transport,
             )
+            if judges is not None:
+                judges.add(record)
     return done
 
 
@@ -235,6 +470,7 @@ async def score_file(
     progress: ProgressFn | None = None,
     retry_failed: bool = False,
     lines: Collection[int] | None = None,
+    judge_change: bool = False,
 ) -> ScoreFileSummary:
     """Score every line of ``source`` into ``output`` (appending; skips lines already there).
 
@@ -243,19 +479,41 @@ async def score_file(
     so memory stays bounded whatever the file size. ``retry_failed`` scores the failed lines
     again and rewrites the output (see the module's docstring); ``lines`` limits the run to
     those line numbers. The caller holds the output's lock (``faithjudge.output_lock``).
+
+    Raises:
+        JudgeChanged: the scorer's judge is not the one that answered the output's lines, and
+            ``judge_change`` is not given.
     """
     concurrency = scorer.items_at_once(concurrency)
     if not source.is_file():  # noqa: ASYNC240 - a stat before any work starts
         raise UserInputError(f"input file not found: {source}", field="input")
     _check_output(source, output)
-    done = _done_lines(output)
+    judges = _OutputJudges()
+    done = _done_lines(output, judges)
+    changed_from = _check_judge(output, judges, scorer, judge_change=judge_change)
     retrying = retry_failed and any(d.failed for d in done.values())
     if retrying or _fills_gaps(source, done, lines):
-        return await _rewrite(
+        summary = await _rewrite(
             scorer, source, output, done, concurrency, progress, lines, retry=retrying
         )
+    else:
+        summary = await _append(scorer, source, output, done, concurrency, progress, lines)
+    summary.judge_changed_from = changed_from if summary.scored else ()
+    return summary
+
+
+async def _append(
+    scorer: Scorer,
+    source: Path,
+    output: Path,
+    done: dict[int, _Done],
+    concurrency: int,
+    progress: ProgressFn | None,
+    lines: Collection[int] | None,
+) -> ScoreFileSummary:
+    """Results of the lines ``output`` lacks, appended to it in line order."""
     summary = ScoreFileSummary(skipped=0)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    summary.transport_failed = sum(1 for entry in done.values() if entry.transport)
 
     async def feed(score: _Queue, _keep: _Queue) -> None:
         with source.open("rb") as handle:
@@ -272,9 +530,35 @@ async def score_file(
                     continue
                 await score(number, raw)
 
-    with output.open("ab") as sink:
-        await _write_in_order(scorer, sink, feed, concurrency, summary, progress)
+    sink, created = _open_to_append(output)
+    try:
+        with sink:
+            await _write_in_order(scorer, sink, feed, concurrency, summary, progress)
+    finally:
+        # a run that wrote nothing (the judge was dead from the start, an empty input) leaves
+        # no empty file it made: an empty output is no result, and looks like one
+        if created:
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(output).st_size == 0:
+                    os.unlink(output)
     return summary
+
+
+def _open_to_append(output: Path) -> tuple[BinaryIO, bool]:
+    """``output`` opened for appending, and whether this created it: a new output is 0600
+    (``faithjudge.private_files``'s rule, its folders 0700 where made), an existing one keeps
+    its mode."""
+    private_dir(output.parent)
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return output.open("ab"), False
+    try:
+        os.fchmod(fd, 0o600)  # the umask cut the creation mode; this sets it whatever it is
+        return os.fdopen(fd, "ab"), True
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 _Queue = Callable[[int, bytes], Awaitable[None]]
@@ -413,6 +697,7 @@ async def _rewrite(
                     for number, raw in numbered_lines(handle):
                         while waiting is not None and waiting < number:
                             if waiting not in seen:
+                                summary.transport_failed += done[waiting].transport
                                 await keep_old(keep, waiting)
                             waiting = next(earlier, None)
                         seen.add(number)
@@ -423,6 +708,7 @@ async def _rewrite(
                             _same_item(output, number, entry, raw, retrying=retry and entry.failed)
                             summary.total_lines += 1
                             summary.skipped += 1
+                            summary.transport_failed += entry.transport
                             await keep_old(keep, number)
                             continue
                         if entry is None and not chosen:
@@ -435,6 +721,7 @@ async def _rewrite(
                         await score(number, raw)
                 while waiting is not None:
                     if waiting not in seen:
+                        summary.transport_failed += done[waiting].transport
                         await keep_old(keep, waiting)
                     waiting = next(earlier, None)
 

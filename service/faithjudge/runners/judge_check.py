@@ -1,14 +1,22 @@
 """Check a judge before a run: can it grade, in which response format, how fast, with what settings.
 
-``check_judge(settings)`` asks an OpenAI-compatible server for its models (``GET /models``),
-then grades one fixed sample CoT (``SAMPLE_REQUEST``, shipped here) once per metric, one metric
-at a time, through the same ``Scorer`` as ``faithjudge score`` with the response cache off, so
-every grade is a real call. From what it saw it derives:
+``check_judge(settings, requests_file)`` asks an OpenAI-compatible server for its models
+(``GET /models``) and its context window where it tells it (llama-server's ``GET /props``),
+then grades one CoT per metric, one metric at a time, through the same ``Scorer`` as
+``faithjudge score`` with the response cache off, so every grade is a real call. The CoT is the
+fixed sample (``SAMPLE_REQUEST``, shipped here) or, given a requests file, the line whose
+prompt for that metric is the longest of the file: a server whose context holds the sample may
+not hold the user's lines. Before a server on this machine or network (or any server, given a
+file) grades a prompt, the prompt is counted by a one-token unstreamed call: a streamed reply
+may carry no token counts (llama-cpp-python's), and a prompt longer than the context is found
+without a grading call. From what it saw it derives:
 
-- the response format the server accepted, the latency, tokens and verification of each reply;
+- the response format the server accepted, the latency, tokens and verification of each reply
+  (token counts the server did not give are unknown, None, never 0);
 - warnings: the configured model is not among the listed ones; the server counted far fewer
   prompt tokens than the rendered rubric holds (the system message did not reach the model, as
-  with a chat template that has no system role); a reply stopped at the token limit;
+  with a chat template that has no system role); the longest prompt leaves less room in the
+  context window than ``FAITHJUDGE_MAX_TOKENS``;
 - suggested settings: ``FAITHJUDGE_TIMEOUT_S`` from the slowest reply with headroom,
   ``FAITHJUDGE_CONCURRENCY`` from whether the server answers requests in parallel (measured by
   sending the metrics at once, when the replies are quick enough to afford it), and
@@ -20,7 +28,9 @@ The verdict (``exit_code``), the rule the ``check-judge`` command exits with:
   found in the CoT, or an abstention, still passes (a warning): that is the model's judgement of
   one sample, not a set-up that cannot work;
 - 1 (``CHECK_FAILED``): the judge answered, but some metric's reply was not JSON, did not match
-  the schema or was cut at the token limit: every line of a run would fail the same way;
+  the schema or was cut at the token limit or by the context window, or the longest prompt does
+  not fit the server's context window (the reason names its size): every such line of a run
+  would fail the same way;
 - 3 (``UNEVALUABLE``): the check could not run: bad configuration, the server unreachable or
   refusing, or a call that failed for good (timeouts, server errors).
 """
@@ -31,17 +41,23 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import anyio
 from faithjudge_client.lines import ItemResult, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names
 
-from faithjudge.errors import FaithJudgeError
+from faithjudge.errors import FaithJudgeError, UserInputError
+from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.exit_codes import ExitCode
+from faithjudge.jsonl import numbered_lines
 from faithjudge.pipeline import Scorer
+from faithjudge.request_lines import parse_line
 from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
+from faithjudge.transport.chat import CONTEXT_CUT_WORDS
+from faithjudge.transport.judge_servers import CONTEXT_SETTING, context_overflow
 from faithjudge.transport.resilience import describe_exception, unreachable_cause
 
 __all__ = [
@@ -49,8 +65,10 @@ __all__ = [
     "JudgeCheck",
     "MetricProbe",
     "ModelListing",
+    "PromptSample",
     "Suggestion",
     "check_judge",
+    "longest_prompts",
     "prompt_reached",
     "suggest_settings",
 ]
@@ -151,30 +169,55 @@ class ModelListing:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptSample:
+    """The line of a requests file whose prompt for one metric is the longest."""
+
+    metric: str
+    request: ScoreRequest
+    line: int
+    chars: int
+    """Characters of the rendered prompt (every message)."""
+
+    @property
+    def estimated_tokens(self) -> int:
+        return round(self.chars / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
 class MetricProbe:
-    """One metric graded on the sample: the reply as the pipeline verified it."""
+    """One metric graded on a sample: the reply as the pipeline verified it."""
 
     metric: str
     outcome: str
     """``valid``, or the failure stage (``parse``, ``schema``, ``evidence``, ``abstain``,
-    ``transport``, ``kb``)."""
+    ``transport``, ``kb``), or ``context``: the prompt does not fit the server's context
+    window (not graded)."""
     detail: str | None
     latency_s: float
     attempts: int
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None
+    """The prompt as the server counted it (None: it gave no count)."""
+    completion_tokens: int | None
+    """The reply's tokens as the server counted them (None: it gave no count)."""
     model: str | None
     response_format: str | None
     system_chars: int
     user_chars: int
     truncated: bool
-    """The reply used the whole token limit (``FAITHJUDGE_MAX_TOKENS``)."""
+    """The reply was stopped at ``length``: the token limit (``FAITHJUDGE_MAX_TOKENS``) or,
+    with ``context_cut``, the server's context window."""
+    context_cut: bool = False
+    """The reply was stopped by the server's context window, not by the token limit."""
+    line: int | None = None
+    """The requests file's line graded (None: the shipped sample)."""
+    n_ctx: int | None = None
+    """The server's context window, where it said."""
 
     @property
     def system_reached(self) -> bool | None:
         """Whether the server counted the system message (None: it reported no prompt tokens,
         or there was no system message)."""
-        return prompt_reached(self.prompt_tokens, self.system_chars, self.user_chars)
+        return prompt_reached(self.prompt_tokens or 0, self.system_chars, self.user_chars)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +248,10 @@ class JudgeCheck:
     exit_code: ExitCode = ExitCode.OK
     reason: str | None = None
     in_process: bool = False
+    n_ctx: int | None = None
+    """The server's context window in tokens, where it said (None: not known)."""
+    requests_file: str | None = None
+    """The requests file whose longest prompts were graded (None: the shipped sample)."""
 
     @property
     def response_format(self) -> str | None:
@@ -235,25 +282,63 @@ def sample_request(metric: str | None = None) -> ScoreRequest:
     return request
 
 
-async def check_judge(settings: Settings) -> JudgeCheck:
-    """Check the judge ``settings`` configure (see the module docstring); never raises for what
-    the judge does, only ``FaithJudgeError`` for a configuration that cannot build a scorer."""
+def longest_prompts(scorer: Scorer, path: Path) -> dict[str, PromptSample]:
+    """Per metric, the line of the requests file at ``path`` whose rendered prompt is the
+    longest (lines that cannot be read or make no call for a metric are passed over).
+
+    Raises:
+        UserInputError: the file cannot be read, or no line of it makes a judge call.
+    """
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise UserInputError(f"cannot read the requests file {path}: {exc.strerror}") from exc
+    longest: dict[str, PromptSample] = {}
+    with handle:
+        for number, raw in numbered_lines(handle):
+            parsed = parse_line(raw, number)
+            if not isinstance(parsed, ScoreRequest):
+                continue
+            for judge_request in scorer.judge_requests(parsed):
+                chars = sum(len(m.content) for m in judge_request.messages)
+                known = longest.get(judge_request.metric)
+                if known is None or chars > known.chars:
+                    only = parsed.model_copy(update={"metrics": [judge_request.metric]})
+                    longest[judge_request.metric] = PromptSample(
+                        judge_request.metric, only, number, chars
+                    )
+    if not longest:
+        raise UserInputError(f"{path}: no line makes a judge call (no readable request line)")
+    return longest
+
+
+async def check_judge(settings: Settings, requests_file: Path | None = None) -> JudgeCheck:
+    """Check the judge ``settings`` configure (see the module docstring), on the longest
+    prompts of ``requests_file`` when given; never raises for what the judge does, only
+    ``FaithJudgeError`` for a configuration that cannot build a scorer or a file that cannot
+    be read."""
     settings = _probe_settings(settings)
     async with open_scorer(settings, fail_fast=True) as scorer:
         evaluator = scorer.caller.evaluator
         base_url = _base_url(evaluator)
         in_process = scorer.caller.in_process
         configured = scorer.evaluator_settings.get("model")
+        samples = longest_prompts(scorer, requests_file) if requests_file is not None else {}
         listing, dead = await _list_models(evaluator, settings)
-        check = JudgeCheck(settings.evaluator, base_url, listing, in_process=in_process)
+        check = JudgeCheck(settings.evaluator, base_url, listing, in_process=in_process,
+                           requests_file=str(requests_file) if requests_file else None)  # fmt: skip
         warned = tuple(_warnings(listing, [], configured))
         if dead is not None:
             return replace(check, warnings=warned, exit_code=ExitCode.UNEVALUABLE, reason=dead)
+        counts = bool(getattr(evaluator, "paced", False) or samples)
+        n_ctx = await _context_size(evaluator) if counts else None
         probes: list[MetricProbe] = []
         try:
             for metric in metric_names():
-                probes.append(await _probe(scorer, metric, settings))
+                sample = samples.get(metric)
+                probes.append(await _probe(scorer, metric, settings, sample, count=counts))
             parallel = await _parallelism(scorer, probes)
+            n_ctx = _known_context(evaluator, n_ctx)
         except (FaithJudgeError, BaseExceptionGroup) as exc:
             # JudgeUnreachable (raised from the scorer's task group): no call found the judge
             stopped = _first_error(exc)
@@ -261,16 +346,49 @@ async def check_judge(settings: Settings) -> JudgeCheck:
                 raise
             return replace(check, probes=tuple(probes), warnings=warned,
                            exit_code=ExitCode.UNEVALUABLE, reason=str(stopped))  # fmt: skip
-    code, reason = _verdict(probes)
+    probes = [replace(p, n_ctx=n_ctx) for p in probes]
+    code, reason = _verdict(probes, requests_file)
     return replace(
         check,
         probes=tuple(probes),
         parallel=parallel,
-        warnings=tuple(_warnings(listing, probes, configured)),
+        warnings=tuple(_warnings(listing, probes, configured, n_ctx, settings.max_tokens)),
         suggestions=tuple(suggest_settings(settings, probes, parallel, in_process=in_process)),
         exit_code=code,
         reason=reason,
+        n_ctx=n_ctx,
     )
+
+
+async def _context_size(evaluator: Any) -> int | None:
+    """The server's context window where it tells it (the ``openai`` backend asks)."""
+    read = getattr(evaluator, "read_context_size", None)
+    if not callable(read):
+        return None
+    size = await read()
+    return size if isinstance(size, int) else None
+
+
+def _known_context(evaluator: Any, n_ctx: int | None) -> int | None:
+    """``n_ctx``, or the context window the server told since (in a refusal)."""
+    learnt = getattr(evaluator, "context_size", None)
+    return n_ctx if n_ctx is not None else learnt if isinstance(learnt, int) else None
+
+
+async def _count_prompt(evaluator: Any, request: JudgeRequest) -> tuple[int | None, Any]:
+    """The server's count of ``request``'s prompt, and its refusal as longer than the context
+    (a ``ContextOverflow``) or None. Any other failure leaves the count unknown: the grading
+    call that follows meets it again and reports it."""
+    count = getattr(evaluator, "count_prompt", None)
+    if not callable(count):
+        return None, None
+    try:
+        tokens = await count(request)
+    except FaithJudgeError:
+        raise
+    except Exception as exc:  # the SDK's errors: classified, never raised from the check
+        return None, context_overflow(exc)
+    return (tokens if isinstance(tokens, int) else None), None
 
 
 def _first_error(exc: BaseException) -> FaithJudgeError | None:
@@ -324,14 +442,36 @@ async def _list_models(evaluator: Any, settings: Settings) -> tuple[ModelListing
     return ModelListing(models, note, configured in models), None
 
 
-async def _probe(scorer: Scorer, metric: str, settings: Settings) -> MetricProbe:
-    request = sample_request(metric)
+async def _probe(
+    scorer: Scorer,
+    metric: str,
+    settings: Settings,
+    sample: PromptSample | None = None,
+    *,
+    count: bool = False,
+) -> MetricProbe:
+    request = sample.request if sample is not None else sample_request(metric)
+    line = sample.line if sample is not None else None
     rendered = scorer.judge_requests(request)
     messages = rendered[0].messages if rendered else ()
+    counted, overflow = None, None
+    if count and rendered:
+        counted, overflow = await _count_prompt(scorer.caller.evaluator, rendered[0])
+    if overflow is not None:
+        return MetricProbe(
+            metric=metric, outcome="context", detail=overflow.describe(), latency_s=0.0,
+            attempts=0, prompt_tokens=overflow.prompt_tokens, completion_tokens=None,
+            model=None, response_format=None,
+            system_chars=sum(len(m.content) for m in messages if m.role == "system"),
+            user_chars=sum(len(m.content) for m in messages if m.role != "system"),
+            truncated=False, line=line, n_ctx=overflow.n_ctx,
+        )  # fmt: skip
     started = time.perf_counter()
     result = await scorer.score(request)
     latency = time.perf_counter() - started
-    return _metric_probe(metric, result, latency, messages, settings)
+    probe = _metric_probe(metric, result, latency, messages, settings)
+    # the unstreamed count holds even where the graded reply, streamed, carried none
+    return replace(probe, prompt_tokens=counted or probe.prompt_tokens, line=line)
 
 
 def _metric_probe(
@@ -344,7 +484,9 @@ def _metric_probe(
     graded = result.metrics.get(metric)
     provenance = result.provenance
     tokens = provenance.tokens if provenance is not None else None
-    completion = tokens.completion if tokens is not None else 0
+    # a server that reports no counts (a streamed llama-cpp-python reply) says 0: unknown
+    completion = (tokens.completion or None) if tokens is not None else None
+    prompt = (tokens.prompt or None) if tokens is not None else None
     if graded is None:
         outcome, detail = "input", result.error.detail if result.error else "no grade"
     elif graded.status == "valid":
@@ -354,25 +496,28 @@ def _metric_probe(
         outcome = failure.stage if failure is not None else graded.status
         detail = failure.detail if failure is not None else None
     recorded = provenance.response_format if provenance is not None else None
+    # the pipeline's detail of a reply stopped at ``length`` says so, and which limit it was
+    stopped = detail is not None and "finish_reason: length" in detail
     return MetricProbe(
         metric=metric,
         outcome=outcome,
         detail=detail,
         latency_s=latency,
         attempts=graded.attempts if graded is not None else 0,
-        prompt_tokens=tokens.prompt if tokens is not None else 0,
+        prompt_tokens=prompt,
         completion_tokens=completion,
         model=provenance.evaluator_model if provenance is not None else None,
         response_format=None if outcome == "transport" else recorded,  # no reply, no format
         system_chars=sum(len(m.content) for m in messages if m.role == "system"),
         user_chars=sum(len(m.content) for m in messages if m.role != "system"),
-        truncated=completion >= settings.max_tokens,
+        truncated=stopped or (completion is not None and completion >= settings.max_tokens),
+        context_cut=detail is not None and CONTEXT_CUT_WORDS in detail,
     )
 
 
 async def _parallelism(scorer: Scorer, probes: Sequence[MetricProbe]) -> float | None:
     """Requests the server answers at once: the metrics sent together, against one by one."""
-    answered = [p for p in probes if p.outcome != "transport"]
+    answered = [p for p in probes if p.outcome not in ("transport", "context")]
     if scorer.caller.in_process or len(answered) < 2 or len(answered) < len(probes):
         return None
     if scorer.caller.limiter.total_tokens < len(answered):  # the limit would serialise them
@@ -389,7 +534,12 @@ async def _parallelism(scorer: Scorer, probes: Sequence[MetricProbe]) -> float |
     return min(serial / max(time.perf_counter() - started, 1e-6), float(len(answered)))
 
 
-def _verdict(probes: Sequence[MetricProbe]) -> tuple[ExitCode, str | None]:
+def _verdict(
+    probes: Sequence[MetricProbe], requests_file: Path | None = None
+) -> tuple[ExitCode, str | None]:
+    overflowing = [p for p in probes if p.outcome == "context"]
+    if overflowing:
+        return ExitCode.CHECK_FAILED, _does_not_fit(overflowing, requests_file)
     lost = [p for p in probes if p.outcome not in (*_WELL_FORMED, *_NOT_A_GRADE)]
     if lost:
         return ExitCode.UNEVALUABLE, _grouped(lost, _why_no_reply)
@@ -397,6 +547,26 @@ def _verdict(probes: Sequence[MetricProbe]) -> tuple[ExitCode, str | None]:
     if bad:
         return ExitCode.CHECK_FAILED, _grouped(bad, _why_not_a_grade)
     return ExitCode.OK, None
+
+
+def _does_not_fit(probes: Sequence[MetricProbe], requests_file: Path | None) -> str:
+    """The longest prompt that does not fit, its size and the context's, and where it is."""
+    longest = max(probes, key=lambda p: (p.prompt_tokens or 0, p.system_chars + p.user_chars))
+    estimate = round((longest.system_chars + longest.user_chars) / CHARS_PER_TOKEN)
+    size = (f"{longest.prompt_tokens:,} tokens" if longest.prompt_tokens is not None
+            else f"about {estimate:,} tokens ({longest.system_chars + longest.user_chars:,} "
+            "characters)")  # fmt: skip
+    where = (f"the longest prompt of {requests_file} (line {longest.line}, {longest.metric})"
+             if requests_file is not None and longest.line is not None
+             else f"the sample prompt ({longest.metric})")  # fmt: skip
+    window = (f"the server's context window of {longest.n_ctx:,} tokens"
+              if longest.n_ctx is not None else "the server's context window")  # fmt: skip
+    others = [p.metric for p in probes if p is not longest]
+    also = f"; also for {', '.join(others)}" if others else ""
+    return (
+        f"{where} is {size}, which does not fit {window}: raise {CONTEXT_SETTING}; "
+        f"FAITHJUDGE_MAX_TOKENS cannot help{also}"
+    )
 
 
 def _grouped(probes: Sequence[MetricProbe], why: Callable[[MetricProbe], str]) -> str:
@@ -414,9 +584,14 @@ def _why_no_reply(probe: MetricProbe) -> str:
 def _why_not_a_grade(probe: MetricProbe) -> str:
     what = {"parse": "the reply is not JSON", "schema": "the reply is JSON outside the schema"}
     parts = [what[probe.outcome]] if probe.outcome in what else []
-    if probe.truncated:
-        parts.append(f"cut off at the token limit ({probe.completion_tokens} tokens, "
-                     "FAITHJUDGE_MAX_TOKENS)")  # fmt: skip
+    if probe.context_cut:
+        window = f" of {probe.n_ctx:,} tokens" if probe.n_ctx is not None else ""
+        parts.append(f"cut off by the server's context window{window} (raise "
+                     f"{CONTEXT_SETTING})")  # fmt: skip
+    elif probe.truncated:
+        used = (f"{probe.completion_tokens} tokens, " if probe.completion_tokens is not None
+                else "")  # fmt: skip
+        parts.append(f"cut off at the token limit ({used}FAITHJUDGE_MAX_TOKENS)")
     text = ", ".join(parts)
     return f"{text} ({_one_line(probe.detail)})" if probe.detail else text
 
@@ -426,17 +601,33 @@ def _one_line(text: str) -> str:
 
 
 def _warnings(
-    listing: ModelListing, probes: Sequence[MetricProbe], configured: str | None
+    listing: ModelListing,
+    probes: Sequence[MetricProbe],
+    configured: str | None,
+    n_ctx: int | None = None,
+    max_tokens: int | None = None,
 ) -> list[str]:
     out: list[str] = []
     if listing.configured_listed is False:
         out.append(f"the configured model {configured!r} is not among the models the server "
                    "lists: a server that serves one model may answer all the same, another "
                    "refuses it (HTTP 404)")  # fmt: skip
-    uncounted = [p for p in probes if p.outcome != "transport" and p.prompt_tokens == 0]
+    replied = [p for p in probes if p.outcome not in ("transport", "context")]
+    uncounted = [p for p in replied if p.prompt_tokens is None]
     if uncounted and uncounted[0].system_chars:
         out.append("the server reported no prompt tokens (some do not count streamed replies): "
                    "whether the system message reaches the model cannot be told")  # fmt: skip
+    counted = [p for p in probes if p.outcome != "context" and p.prompt_tokens]
+    if n_ctx is not None and max_tokens is not None and counted:
+        longest = max(counted, key=lambda p: p.prompt_tokens or 0)
+        room = n_ctx - (longest.prompt_tokens or 0)
+        if room < max_tokens:
+            out.append(
+                f"the longest prompt ({longest.metric}, {longest.prompt_tokens:,} tokens) leaves "
+                f"{room:,} tokens of the server's {n_ctx:,}-token context window for the reply, "
+                f"less than FAITHJUDGE_MAX_TOKENS ({max_tokens:,}): a longer reply is cut by the "
+                f"context; raise {CONTEXT_SETTING}"
+            )
     blind = [p.metric for p in probes if p.system_reached is False]
     if blind:
         probe = next(p for p in probes if p.metric == blind[0])
@@ -466,7 +657,7 @@ def suggest_settings(
     in_process: bool = False,
 ) -> list[Suggestion]:
     """Timeout, concurrency and token limit that fit what the probes saw (none in process)."""
-    answered = [p for p in probes if p.outcome != "transport"]
+    answered = [p for p in probes if p.outcome not in ("transport", "context")]
     if in_process or not answered:
         return []
     slowest = max(p.latency_s for p in answered)
@@ -493,8 +684,11 @@ def suggest_settings(
         seen = "not measured" if parallel is None else f"{parallel:.1f} requests answered at once"
         out.append(Suggestion("FAITHJUDGE_CONCURRENCY", str(settings.concurrency),
                               str(settings.concurrency), seen))  # fmt: skip
-    longest = max(p.completion_tokens for p in answered)
-    if any(p.truncated for p in answered):
+    longest = max(p.completion_tokens or 0 for p in answered)
+    if any(p.context_cut for p in answered):
+        tokens = settings.max_tokens
+        why = "a reply was cut by the server's context window, which this limit cannot change"
+    elif any(p.truncated for p in answered):
         tokens = 2 * settings.max_tokens
         why = f"a reply used all {settings.max_tokens} tokens and was cut off"
     elif longest == 0:

@@ -8,6 +8,10 @@ ordinary scoring run: every answer is read from the cache and verified there, so
 the live route's; a request that failed for good comes back from ``OpenAIBatchEvaluator`` as a
 ``transport`` failure, and no chat-completion call is ever made.
 
+A failure for good belongs to the run that met it, a run being its output file: a plain rerun
+into the same output keeps it (``--retry-failed`` asks again), and a run into another output
+asks again, since a provider that failed then may answer now.
+
 ``judge-requests export`` writes the same request lines to a file for an engine of the user's own;
 ``import`` caches the answers of its output file, and only answers that carry message content.
 """
@@ -15,6 +19,7 @@ the live route's; a request that failed for good comes back from ``OpenAIBatchEv
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +55,7 @@ __all__ = [
     "import_responses",
     "keyed_requests",
     "run_batches",
+    "run_of",
 ]
 
 
@@ -58,6 +64,7 @@ class CollectStats:
     requests: int = 0
     cached: int = 0
     in_ledger: int = 0
+    kept_failures: int = 0  # failed for good earlier in the same run: not asked again
     staged: int = 0
     items: int = 0  # readable request lines of the input
     bad_lines: int = 0  # non-blank input lines that are not a readable request
@@ -109,14 +116,16 @@ def collect_requests(
 ) -> Iterator[tuple[str, bytes]]:
     """(key, Batch API line) of each judge request of ``requests`` that ``skip(key)`` keeps.
 
-    ``skip`` answers ``"cached"``, another reason, or None to keep; it is asked lazily, so it
-    may look at what the caller staged so far.
+    ``skip`` answers ``"cached"``, ``"failed"`` (a failure for good kept), another reason, or
+    None to keep; it is asked lazily, so it may look at what the caller staged so far.
     """
     for key, request in keyed_requests(scorer, requests):
         stats.requests += 1
         reason = skip(key)
         if reason == "cached":
             stats.cached += 1
+        elif reason == "failed":
+            stats.kept_failures += 1
         elif reason:
             stats.in_ledger += 1
         else:
@@ -131,12 +140,15 @@ class BatchReport:
     requests: int = 0
     cached: int = 0
     in_batches: int = 0
+    kept_failures: int = 0
+    """Requests that failed for good in an earlier invocation of this run, not asked again."""
     staged: int = 0
     parts: int = 0
     files_uploaded: int = 0
     batches_created: int = 0
     answered: int = 0
     failed: int = 0
+    """Requests failed for good in this run (its output), kept ones included."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     live_cost: float | None = None
@@ -201,8 +213,14 @@ async def run_batches(
     progress: ProgressFn | None = None,
     cancel: bool = False,
     limits: Mapping[str, Any] | None = None,
+    output: Path | None = None,
+    retry_failed: bool = False,
 ) -> BatchReport:
-    """Stage what ``source`` still needs, then drive every batch to its end (or cancel them)."""
+    """Stage what ``source`` still needs, then drive every batch to its end (or cancel them).
+
+    The run is ``output``'s (a new one of its own when None): a request that failed for good
+    in another run is asked again, one that failed in this run only with ``retry_failed``.
+    """
     evaluator = _batch_evaluator(scorer, needs_cache=True)
     runner = batch_runner(scorer, settings, evaluator.ledger, limits)
     report = BatchReport()
@@ -212,15 +230,22 @@ async def run_batches(
     cache = scorer.caller.cache
     assert cache is not None
     ledger = evaluator.ledger
+    ledger.begin_run(run_of(output))
     writer = runner.writer()
     stats = CollectStats()
 
     def skip(key: str) -> str | None:
         if cache.get(key) is not None:
             return "cached"
-        if writer.holds(key) or ledger.state_of(key) is not None:
+        if writer.holds(key):
             return "ledger"
-        return None
+        state = ledger.state_of(key)
+        if state == "failed":
+            return None if retry_failed else "failed"
+        # new; another run's failure; or answered but no longer in the cache: ask (again)
+        if state in (None, "failed_elsewhere", "answered"):
+            return None
+        return "ledger"
 
     wall, cpu = time.perf_counter(), time.process_time()
     try:
@@ -235,6 +260,7 @@ async def run_batches(
     report.staging_s = time.perf_counter() - wall
     report.staging_cpu_s = time.process_time() - cpu
     report.requests, report.cached = stats.requests, stats.cached
+    report.kept_failures = stats.kept_failures
     report.in_batches, report.staged, report.parts = (
         stats.in_ledger,
         stats.staged,
@@ -247,7 +273,7 @@ async def run_batches(
     report.files_uploaded = runner.files_uploaded
     report.batches_created = runner.batches_created
     report.answered = runner.answered
-    report.failed = ledger.counts().get("failed", 0)
+    report.failed = ledger.failed_in_run()
     report.prompt_tokens, report.completion_tokens = runner.prompt_tokens, runner.completion_tokens
     if settings.price_input_per_mtok is not None and settings.price_output_per_mtok is not None:
         report.live_cost = (
@@ -256,6 +282,14 @@ async def run_batches(
         ) / 1e6
         report.batch_cost = report.live_cost * settings.batch_discount
     return report
+
+
+def run_of(output: Path | None) -> str:
+    """The run an invocation belongs to: its output file (whatever path names it), or a new
+    run of its own without one."""
+    if output is None:
+        return f"unnamed:{uuid.uuid4().hex}"
+    return f"output:{output.resolve()}"
 
 
 def export_requests(

@@ -10,10 +10,13 @@ Rules shared by the three metrics:
 
 * every field is required and no other field is allowed;
 * ``abstain = true`` needs ``score = null``, no quotes, no quote spans and an ``abstain_reason``;
-* ``abstain = false`` needs an integer ``score`` in 1..5; ``abstain_reason`` may then be null,
-  ``""`` or even a reason (it is ignored);
+* ``abstain = false`` needs an integer ``score`` in 1..5 and an ``abstain_reason`` that is null
+  or ``""`` (a reason while grading is a self-contradictory reply);
 * a score above 1 needs at least one quote (METHODS states it for CA and CT and recommends it
   for CF; it applies to all three here, as the catalogue's ``quotes_above`` says).
+
+These conditional rules are not restated here: they are the data of
+:mod:`faithjudge.scoring.output_rules`, which the schema files carry as their ``allOf``.
 
 The metric-specific fields kept as signals are those of each metric's catalogue entry.
 
@@ -36,6 +39,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from faithjudge_client.lines import Metric
 from faithjudge_client.metric_catalogue import metric_spec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from faithjudge.scoring.output_rules import broken_rules, rule_problem
 
 __all__ = [
     "JUDGE_OUTPUT_MODELS",
@@ -82,21 +87,12 @@ class JudgeOutput(BaseModel):
 
     @model_validator(mode="after")
     def _conditional_rules(self) -> JudgeOutput:
-        reason = getattr(self, "abstain_reason", None)
-        if self.abstain:
-            if self.score is not None:
-                raise ValueError("score must be null when abstain is true")
-            if self.quotes:
-                raise ValueError("quotes must be empty when abstain is true")
-            if self.quote_spans:
-                raise ValueError("quote_spans must be empty when abstain is true")
-            if not reason:
-                raise ValueError("abstain_reason is required when abstain is true")
-        else:
-            if self.score is None:
-                raise ValueError("score must be an integer 1-5 when abstain is false")
-            if self.score > metric_spec(self.metric).quotes_above and not self.quotes:
-                raise ValueError(f"score {self.score} requires at least one quote")
+        fields = vars(self)
+        broken = broken_rules(fields, metric_spec(self.metric).quotes_above)
+        if broken:
+            rule = broken[0]
+            problem = rule_problem(rule.field, rule.keyword, rule.value, fields)
+            raise ValueError(f"{rule.field}: {problem or rule.keyword}")
         return self
 
     def signals(self) -> dict[str, Any]:

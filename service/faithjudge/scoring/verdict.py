@@ -5,7 +5,11 @@ coverage rates add up:
 
 1. ``parse``    the text (after removing one surrounding Markdown code fence and surrounding
                 whitespace, and nothing else) is not a JSON object;
-2. ``schema``   the object breaks the metric's JSON Schema (``schemas/<metric>.schema.json``);
+2. ``schema``   the object breaks the metric's JSON Schema (``schemas/<metric>.schema.json``)
+                or contradicts itself: the cross-field rules of
+                ``faithjudge.scoring.output_rules`` (``abstain_reason`` only when abstaining, a
+                score only when not, a quote above the catalogue's ``quotes_above``) hold for
+                every metric, whether its schema states them or not;
 3. ``abstain``  the evaluator abstained (status ``abstained``, not ``invalid``);
 4. ``evidence`` a quote is empty or cannot be located in the CoT within the edit budget
                 (``floor(tolerance * len(quote))`` edits, METHODS §1.10);
@@ -21,7 +25,9 @@ ones the service located. The rationale's 25-word limit is not enforced.
 
 Speed: ``jsonschema`` takes ~300 µs per output, so acceptance is decided by the pydantic mirror
 of the same schema (``faithjudge.scoring.judge_output``, ~8 µs) whenever the validator is the stock
-one; ``jsonschema`` runs only to confirm and explain a rejection.
+one; ``jsonschema`` runs only to confirm and explain a rejection. Both paths reach the same
+outcome and detail: the mirror checks the same cross-field rules, and a rejection is always
+worded from ``jsonschema``'s errors.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from faithjudge.errors import JudgeOutputInvalid
 from faithjudge.scoring.evidence import locate_quote
 from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS
 from faithjudge.scoring.normalize import NormalizedText, normalize_text
+from faithjudge.scoring.output_rules import BrokenRule, broken_rules, json_preview, rule_problem
 
 __all__ = [
     "MAX_DETAIL_CHARS",
@@ -102,15 +109,10 @@ def verify(
         )
 
     rationale = doc.get("rationale")
-    # the shipped schemas state the quote rule themselves; a registered metric's schema may not
-    score_given = doc.get("score")
-    if (
-        doc.get("abstain") is not True
-        and isinstance(score_given, int)
-        and score_given > spec.quotes_above
-        and not doc.get("quotes")
-    ):
-        return _invalid("schema", f"score {score_given} requires at least one quote", rationale)
+    # the shipped schemas state the cross-field rules themselves; a registered metric's may not
+    broken = broken_rules(doc, spec.quotes_above)
+    if broken:
+        return _invalid("schema", _describe_broken_rules(broken, doc), rationale)
     if doc.get("abstain") is True:
         return MetricResult(
             status="abstained",
@@ -240,6 +242,26 @@ def describe_schema_errors(validator: Validator, instance: Any) -> str:
     problems: list[tuple[tuple[Any, ...], int, str, str]] = []
     for error in validator.iter_errors(instance):
         problems.extend(_problems(error, instance))
+    return _first_problem(problems)
+
+
+def _describe_broken_rules(broken: list[BrokenRule], doc: dict[str, Any]) -> str:
+    """The detail of cross-field rules a schema-valid output breaks, worded as
+    :func:`describe_schema_errors` words the same rules from a schema that states them."""
+    problems = [
+        (
+            _sort_key((rule.field,)),
+            1,
+            rule.field,
+            rule_problem(rule.field, rule.keyword, rule.value, doc)
+            or f"breaks {rule.keyword} when abstain is {json_preview(doc.get('abstain'))}",
+        )
+        for rule in broken
+    ]
+    return _first_problem(problems)
+
+
+def _first_problem(problems: list[tuple[tuple[Any, ...], int, str, str]]) -> str:
     if not problems:
         return ""
     problems.sort()
@@ -269,7 +291,9 @@ def _problems(error: ValidationError, root: Any) -> list[tuple[tuple[Any, ...], 
             (_sort_key((*path, name)), rank, _field((*path, name)), "field not allowed")
             for name in extras
         ]
-    problem = _conditional_problem(path, keyword, instance, root) if conditional else None
+    problem = None
+    if conditional and len(path) == 1 and isinstance(path[0], str):
+        problem = rule_problem(path[0], keyword, instance, root)
     if problem is None:
         problem = _plain_problem(error)
     return [(_sort_key(path), rank, _field(path), problem)]
@@ -284,35 +308,18 @@ def _required(
     return [(_sort_key((*path, name)), rank, _field((*path, name)), "required field is missing")]
 
 
-def _conditional_problem(
-    path: tuple[Any, ...], keyword: str, instance: Any, root: Any
-) -> str | None:
-    field = path[-1] if len(path) == 1 else None
-    if field == "score" and keyword == "type":
-        if instance is None:
-            return "must be an integer 1-5 when abstain is false"
-        return f"must be null when abstain is true (got {_short(instance)})"
-    if field in ("quotes", "quote_spans") and keyword == "maxItems":
-        return "must be empty when abstain is true"
-    if field == "abstain_reason" and keyword in ("type", "minLength"):
-        return "must be given when abstain is true"
-    if field == "quotes" and keyword == "minItems" and isinstance(root, dict):
-        return f"score {_short(root.get('score'))} requires at least one quote"
-    return None
-
-
 def _plain_problem(error: ValidationError) -> str:
     keyword = error.validator
     instance = error.instance
     value = error.validator_value
     if keyword == "type":
         expected = " or ".join(value) if isinstance(value, list) else str(value)
-        return f"{_short(instance)} is not of type {expected}"
+        return f"{json_preview(instance)} is not of type {expected}"
     if keyword == "enum":
-        options = ", ".join(_short(option) for option in value)
-        return f"{_short(instance)} is not one of {options}"
+        options = ", ".join(json_preview(option) for option in value)
+        return f"{json_preview(instance)} is not one of {options}"
     if keyword == "const":
-        return f"{_short(instance)} is not {_short(value)}"
+        return f"{json_preview(instance)} is not {json_preview(value)}"
     if keyword == "items" and value is False and isinstance(instance, list):
         keyword, value = "maxItems", len(error.schema.get("prefixItems", ()))
     if keyword == "minItems" and isinstance(instance, list):
@@ -323,14 +330,6 @@ def _plain_problem(error: ValidationError) -> str:
         bound = "at least" if keyword == "minLength" else "at most"
         return f"expected {bound} {value} character(s), got {len(instance)}"
     return str(error.message)
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _sort_key(path: tuple[Any, ...]) -> tuple[Any, ...]:

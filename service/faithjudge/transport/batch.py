@@ -254,7 +254,8 @@ CREATE TABLE IF NOT EXISTS requests (
     tries INTEGER NOT NULL DEFAULT 0,
     state TEXT NOT NULL,
     status INTEGER,
-    error TEXT
+    error TEXT,
+    run TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS requests_by_part ON requests (part, state);
 """
@@ -274,7 +275,10 @@ _FINISH_LEFTOVER = (
 class BatchLedger:
     """The CLI's ledger: SQLite in the data dir, part files beside it (see ``Ledger``).
 
-    Answers go to the response cache, so a request row keeps only its state.
+    Answers go to the response cache, so a request row keeps only its state, and the run it
+    was last staged for (``begin_run``): a failure for good belongs to that run alone. The
+    run's own reruns keep it; any other run asks again, since a provider that failed then may
+    answer now, as a job of the service asks again what another job failed.
     """
 
     def __init__(self, path: Path) -> None:
@@ -287,6 +291,11 @@ class BatchLedger:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._conn.executescript(_LEDGER)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(requests)")}
+        if "run" not in columns:  # a ledger written before failures had a run: theirs is none
+            self._conn.execute("ALTER TABLE requests ADD COLUMN run TEXT")
+        self.run: str | None = None
+        """The run staging and scoring now (``begin_run``); None: no run, so no failure."""
         row = self._conn.execute("SELECT value FROM meta WHERE name = 'ledger_id'").fetchone()
         if row is None:
             self.ledger_id = uuid.uuid4().hex
@@ -307,29 +316,57 @@ class BatchLedger:
 
     # ----------------------------------------------------------------- queries (sync)
 
+    def begin_run(self, run: str) -> None:
+        """Stage and score for ``run`` (the output a run writes): its failures for good are
+        the ones ``failure_of`` reports. Requests still in flight become this run's: its
+        runner drives every open part, so a failure among them is one this run met."""
+        self.run = run
+        self._conn.execute(
+            "UPDATE requests SET run = ? WHERE state IN ('staged', 'submitted', 'retry')", (run,)
+        )
+
     def state_of(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT state FROM requests WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+        """The state of ``key`` as the current run sees it: a failure for good of another
+        run is ``failed_elsewhere`` (to be asked again)."""
+        row = self._conn.execute("SELECT state, run FROM requests WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        state, run = row
+        if state == "failed" and (run is None or run != self.run):
+            return "failed_elsewhere"
+        return str(state)
 
     async def answer_of(self, key: str) -> JudgeResponse | None:
         return None  # the response cache holds the answers of this ledger
 
     async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
-        """(tries, status, message) of a request that failed for good, else None."""
+        """(tries, status, message) of a request that failed for good in the current run,
+        else None."""
         row = self._conn.execute(
-            "SELECT tries, status, error FROM requests WHERE key = ? AND state = 'failed'", (key,)
+            "SELECT tries, status, error FROM requests "
+            "WHERE key = ? AND state = 'failed' AND run = ?",
+            (key, self.run),
         ).fetchone()
         return (row[0], row[1], row[2] or "the request failed") if row else None
 
     def counts(self) -> dict[str, int]:
+        """Requests by state over every run (``failed_in_run`` counts one run's failures)."""
         return dict(self._conn.execute("SELECT state, count(*) FROM requests GROUP BY state"))
+
+    def failed_in_run(self) -> int:
+        """Requests that failed for good in the current run."""
+        (count,) = self._conn.execute(
+            "SELECT count(*) FROM requests WHERE state = 'failed' AND run = ?", (self.run,)
+        ).fetchone()
+        return int(count)
 
     def next_part_path(self) -> Path:
         (top,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM parts").fetchone()
         return self.parts_dir / f"part-{top + 1:06d}-{uuid.uuid4().hex[:8]}.jsonl"
 
     def add_part(self, path: Path, keys: list[str], size: int) -> int:
-        """Record a complete part file and its requests (new ones, or ones to retry)."""
+        """Record a complete part file and its requests (new ones, ones to retry, or ones a
+        run asks again: those start a new retry budget)."""
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -339,9 +376,11 @@ class BatchLedger:
             )
             part = int(cursor.lastrowid or 0)
             conn.executemany(
-                "INSERT INTO requests (key, part, state) VALUES (?, ?, 'staged') "
-                "ON CONFLICT (key) DO UPDATE SET part = excluded.part, state = 'staged'",
-                [(k, part) for k in keys],
+                "INSERT INTO requests (key, part, state, run) VALUES (?, ?, 'staged', ?) "
+                "ON CONFLICT (key) DO UPDATE SET part = excluded.part, state = 'staged', "
+                "run = excluded.run, tries = CASE WHEN requests.state IN ('failed', 'answered') "
+                "THEN 0 ELSE requests.tries END",
+                [(k, part, self.run) for k in keys],
             )
         except BaseException:
             conn.execute("ROLLBACK")

@@ -16,12 +16,16 @@ import orjson
 
 from faithjudge.errors import EvaluatorError
 from faithjudge.transport.base import JudgeResponse, Usage
+from faithjudge.transport.judge_servers import CONTEXT_SETTING
 
 __all__ = [
+    "CONTEXT_CUT_WORDS",
+    "CONTEXT_FULL",
     "CompletionChunks",
     "Message",
     "StreamCutShort",
     "completion_from_data",
+    "context_cut_note",
     "json_default",
     "max_tokens_field_for",
     "parse_completion",
@@ -75,10 +79,35 @@ def completion_from_data(data: Any, raw: bytes | None = None) -> JudgeResponse:
         raise _not_a_completion(exc, raw if raw is not None else orjson.dumps(data)) from exc
 
 
+CONTEXT_FULL = "context_length"
+"""The finish reason recorded for a reply the server's context window cut: the server says
+``length`` as for the token limit, and the transport tells the two apart (the reply held fewer
+tokens than the limit, or prompt and reply filled the context)."""
+
+
+CONTEXT_CUT_WORDS = "the reply filled the judge server's context window"
+"""How ``context_cut_note`` begins (what a reader of failure details looks for)."""
+
+
+def context_cut_note(n_ctx: int | None = None) -> str:
+    """What a failure detail says of a reply cut by the server's context window."""
+    window = f" ({n_ctx:,} tokens)" if n_ctx else ""
+    return (
+        f"{CONTEXT_CUT_WORDS}{window} before the token limit (finish_reason: length): raise "
+        f"{CONTEXT_SETTING}; FAITHJUDGE_MAX_TOKENS cannot help"
+    )
+
+
 class StreamCutShort(EvaluatorError):
     """A streamed reply ended before the server said why it stopped (no ``finish_reason``):
     the server cut it, as llama-cpp-python does when another request is waiting. Worth another
-    try, with fewer calls in flight."""
+    try, with fewer calls in flight. ``events`` counts the chunks that came: none at all is not
+    a reply cut short but a call the server gave up before answering (llama-cpp-python ends a
+    stream so when the prompt does not fit its context, its reason only in its log)."""
+
+    def __init__(self, message: str, *, body: str | None = None, events: int = 0) -> None:
+        super().__init__(message, body=body)
+        self.events = events
 
 
 class CompletionChunks:
@@ -87,10 +116,11 @@ class CompletionChunks:
     ``add`` takes each decoded ``data:`` payload of the event stream; ``response`` returns the
     reply as ``parse_completion`` would have read it unstreamed (text, model, usage when the
     server sends it, fingerprint, finish reason), or raises ``StreamCutShort`` when the stream
-    ended without a ``finish_reason``.
+    ended without a ``finish_reason``. ``counted`` says whether the server sent token counts
+    (llama-cpp-python sends none for a streamed reply).
     """
 
-    __slots__ = ("_fingerprint", "_finish", "_model", "_parts", "_usage")
+    __slots__ = ("_events", "_fingerprint", "_finish", "_model", "_parts", "_usage", "counted")
 
     def __init__(self) -> None:
         self._parts: list[str] = []
@@ -98,10 +128,13 @@ class CompletionChunks:
         self._fingerprint: str | None = None
         self._finish: str | None = None
         self._usage = Usage()
+        self._events = 0
+        self.counted = False
 
     def add(self, chunk: Any) -> None:
         if not isinstance(chunk, Mapping):
             return
+        self._events += 1
         model = chunk.get("model")
         if isinstance(model, str) and model:
             self._model = model
@@ -110,6 +143,7 @@ class CompletionChunks:
             self._fingerprint = fingerprint
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
+            self.counted = True
             self._usage = Usage(
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
@@ -128,10 +162,16 @@ class CompletionChunks:
     def response(self) -> JudgeResponse:
         text = "".join(self._parts)
         if self._finish is None:
+            if self._events == 0:
+                raise StreamCutShort(
+                    "the server ended the stream before any reply, without saying why",
+                    events=0,
+                )
             raise StreamCutShort(
                 f"the server ended the streamed reply after {len(text)} characters without "
                 "saying why (no finish_reason): it cut the reply short",
                 body=text[:2000] or None,
+                events=self._events,
             )
         return JudgeResponse(
             text=text,

@@ -19,25 +19,43 @@ message (``refuses_response_format``). The next format is then used for every la
 that server (base URL and model) in the process: ``ServerMemo`` is the small shared memo that
 remembers it, so a run learns it once, not once per call. Whatever the format, every reply is
 still verified against the full schema.
+
+Streaming is learnt the same way: a server that refuses ``stream: true`` (400 or 422 whose error
+names ``stream``: ``refuses_stream``) is asked unstreamed from then on.
+
+A prompt longer than the server's context window is refused in words that differ by server
+(``context_overflow`` reads them all): llama.cpp's ``llama-server`` answers 400 with
+``{"type": "exceed_context_size_error", "n_prompt_tokens": P, "n_ctx": N}``; llama-cpp-python
+answers 400 with ``code: context_length_exceeded`` and OpenAI's wording ("This model's maximum
+context length is N tokens. However, you requested T tokens (P in the messages, C in the
+completion)"), logs ``Requested tokens (P) exceed context window of N`` (the text of the
+``ValueError`` behind it, which other wrappers pass on as a 500), and may end a streamed reply
+without a word; vLLM uses OpenAI's wording. The memo keeps the context size once a server has
+told it.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 __all__ = [
+    "CONTEXT_SETTING",
     "RESPONSE_FORMATS",
+    "ContextOverflow",
     "ResponseFormat",
     "ResponseFormatSetting",
     "ServerMemo",
+    "context_overflow",
     "forget_servers",
     "grammar_schema",
     "is_local_server",
     "refuses_response_format",
+    "refuses_stream",
     "response_format_body",
     "server_memo",
     "server_message",
@@ -193,6 +211,120 @@ def refuses_response_format(exc: BaseException) -> bool:
     return isinstance(error, str) and "response_format" in error.lower()
 
 
+def _error_texts(exc: BaseException) -> list[str]:
+    """Every piece of text a failed call carries: its error object's fields and the SDK's
+    message (LiteLLM keeps the provider's answer there)."""
+    texts: list[str] = []
+    error = _error_object(exc)
+    if isinstance(error, Mapping):
+        texts += [str(error.get(k)) for k in ("param", "code", "type", "message", "detail")
+                  if error.get(k) is not None]  # fmt: skip
+    elif isinstance(error, str):
+        texts.append(error)
+    for field_name in ("param", "code", "message"):
+        value = getattr(exc, field_name, None)
+        if isinstance(value, str):
+            texts.append(value)
+    return texts
+
+
+_STREAM_WORD = re.compile(r"\bstream(?:_options)?\b", re.IGNORECASE)
+# The statuses of a refused request field that is not the server's fault (a 500 is: it is the
+# server failing, not refusing, unless it names the field; see ``refuses_response_format``).
+_STREAM_REFUSALS = (400, 422)
+
+
+def refuses_stream(exc: BaseException) -> bool:
+    """The server refused ``stream: true`` (or its ``stream_options``): a 400 or 422 whose
+    error names the field (its ``param``, the location of a validation error, its message)."""
+    if status_of(exc) not in _STREAM_REFUSALS or refuses_response_format(exc):
+        return False
+    return any(_STREAM_WORD.search(text) for text in _error_texts(exc))
+
+
+CONTEXT_SETTING = (
+    "the server's context size: llama-server -c/--ctx-size (divided among its --parallel "
+    "slots), llama-cpp-python --n_ctx, vLLM --max-model-len, Ollama OLLAMA_CONTEXT_LENGTH"
+)
+"""Where a judge server's context window is set, for messages that point the user at it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextOverflow:
+    """A prompt the server refused as longer than its context window, with the sizes it said
+    (None where it said nothing)."""
+
+    prompt_tokens: int | None
+    n_ctx: int | None
+    said: str | None
+
+    def describe(self) -> str:
+        """The refusal in words that name the sizes and the setting to change."""
+        if self.prompt_tokens is not None and self.n_ctx is not None:
+            sizes = (f"the prompt is {self.prompt_tokens:,} tokens, the server's context "
+                     f"window {self.n_ctx:,}")  # fmt: skip
+        elif self.n_ctx is not None:
+            sizes = f"the server's context window is {self.n_ctx:,} tokens"
+        elif self.prompt_tokens is not None:
+            sizes = f"the prompt is {self.prompt_tokens:,} tokens"
+        else:
+            sizes = "the server did not say the sizes"
+        prompt, window = self.prompt_tokens, self.n_ctx
+        if prompt is not None and window is not None and prompt < window:
+            # vLLM refuses a prompt that leaves less room than the token limit asks for
+            return (
+                f"the prompt ({prompt:,} tokens) and the reply's token limit do not fit "
+                f"together in the judge server's context window ({window:,}): lower "
+                f"FAITHJUDGE_MAX_TOKENS below {window - prompt:,} or raise {CONTEXT_SETTING}"
+            )
+        return (
+            f"the prompt does not fit the judge server's context window ({sizes}; the reply "
+            f"needs room too): raise {CONTEXT_SETTING}; FAITHJUDGE_MAX_TOKENS cannot help"
+        )
+
+
+# llama-cpp-python's ValueError, as its log and a wrapping 500 show it
+_REQUESTED = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+# OpenAI's wording, which llama-cpp-python and vLLM copy
+_MAXIMUM = re.compile(r"maximum context length is (\d+) tokens", re.IGNORECASE)
+_IN_MESSAGES = re.compile(r"\((\d+) in the messages", re.IGNORECASE)
+_INPUT_TOKENS = re.compile(r"your request has (\d+) input tokens", re.IGNORECASE)
+_CONTEXT_WORDS = re.compile(
+    r"exceeds? (?:the )?(?:available )?context|context[_ ]length[_ ]exceeded|"
+    r"context window|maximum context length",
+    re.IGNORECASE,
+)
+
+
+def _as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def context_overflow(exc: BaseException) -> ContextOverflow | None:
+    """The server refused the call because the prompt does not fit its context window (see the
+    module docstring for each server's words), or None for any other failure."""
+    error = _error_object(exc)
+    said = server_message(exc)
+    if isinstance(error, Mapping) and error.get("type") == "exceed_context_size_error":
+        return ContextOverflow(
+            _as_int(error.get("n_prompt_tokens")), _as_int(error.get("n_ctx")), said
+        )
+    texts = _error_texts(exc)
+    joined = " ".join(texts)
+    requested = _REQUESTED.search(joined)
+    if requested is not None:
+        return ContextOverflow(int(requested.group(1)), int(requested.group(2)), said)
+    if not any(_CONTEXT_WORDS.search(text) for text in texts):
+        return None
+    if status_of(exc) not in (None, *_REFUSAL_STATUSES):
+        return None
+    maximum = _MAXIMUM.search(joined)
+    prompt = _IN_MESSAGES.search(joined) or _INPUT_TOKENS.search(joined)
+    return ContextOverflow(
+        int(prompt.group(1)) if prompt else None, int(maximum.group(1)) if maximum else None, said
+    )
+
+
 def is_local_server(base_url: str | None) -> bool:
     """A server on this machine or a private network (loopback or private address, a name
     without a dot, ``.local``/``.internal``/``.lan``), where one request at a time is common;
@@ -223,6 +355,11 @@ class ServerMemo:
     """Stream replies: True once a reply took a quarter of the timeout or a call timed out
     (then the timeout bounds silence, not a reply's length); False once a reply came back
     quickly; None before any reply."""
+    stream_refused: bool = False
+    """The server refused ``stream: true``: every later call is unstreamed, whatever ``stream``
+    says."""
+    n_ctx: int | None = None
+    """The server's context window in tokens, once it said (in a refusal, or its properties)."""
 
     def refused(self, mode: str) -> bool:
         """Note that the server refused ``mode``. True when the memo now holds a later format

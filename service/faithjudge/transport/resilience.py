@@ -30,6 +30,12 @@ model or endpoint: ``unreachable_cause``) is never retried, whatever the backend
 raise ``JudgeUnreachable`` for the call and every later one, so a run against a dead judge stops
 in seconds with the cause instead of grading every line ``transport``.
 
+With ``wait_outages``, a judge that stops answering at the connection (refused, reset, a gateway
+without its backend: ``outage.connection_failure``) is waited for instead
+(``faithjudge.transport.outage``): every call holds until the judge answers its probe again, then
+is sent again, none of it counted as an attempt; ``outage_s`` bounds the wait (None: no bound).
+Before the judge's first answer, ``fail_fast_after`` still decides.
+
 Failures end as ``EvaluatorError`` (with ``status`` and ``attempts``) once retries are exhausted or
 the error is not retryable. Cancellation is never caught. Responses are returned as raw text: the
 caller verifies them, and does so again for every cached read.
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import random
 import socket
 import ssl
@@ -54,16 +61,20 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from faithjudge.errors import EvaluatorError, FaithJudgeError
 from faithjudge.transport.base import CallTarget, JudgeResponse, RequestChanged
 from faithjudge.transport.cache import ResponseCache, cache_key
+from faithjudge.transport.outage import JudgeOutageTooLong, OutageGate, connection_failure
 from faithjudge.transport.pacing import Pacing
 
 __all__ = [
     "CallerStats",
     "JudgeCaller",
+    "JudgeOutageTooLong",
     "JudgeUnreachable",
     "call_scope",
     "describe_exception",
     "unreachable_cause",
 ]
+
+log = logging.getLogger(__name__)
 
 _SCOPE: contextvars.ContextVar[str | None] = contextvars.ContextVar("call_scope", default=None)
 
@@ -144,6 +155,12 @@ class CallerStats:
     failures: int = 0
     rekeyed: int = 0
     """Requests keyed again because the target changed what it sends (a response format)."""
+    outage_waits: int = 0
+    """Sends that met a judge gone down and were sent again once it was back."""
+
+
+class _JudgeDown(Exception):
+    """A send met the judge gone down: wait for it, then send again (never a failed attempt)."""
 
 
 @dataclass(slots=True)
@@ -179,9 +196,22 @@ class JudgeCaller(Generic[Request]):
         rng: random.Random | None = None,
         fail_fast_after: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wait_outages: bool = False,
+        outage_s: float | None = None,
     ) -> None:
         self.evaluator = evaluator
         self.fail_fast_after = fail_fast_after
+        probe = getattr(evaluator, "probe", None)
+        self.outage: OutageGate | None = (
+            OutageGate(
+                evaluator.id,
+                bound_s=outage_s,
+                probe=probe if callable(probe) else None,
+                sleep=sleep,
+            )
+            if wait_outages
+            else None
+        )
         self._unreachable_streak = 0
         self._dead: JudgeUnreachable | None = None
         self.limiter = limiter if limiter is not None else anyio.CapacityLimiter(100)
@@ -224,7 +254,7 @@ class JudgeCaller(Generic[Request]):
         key = cache_key(material if scope is None else {"scope": scope, "request": material})
         while True:
             if self.cache is not None:
-                hit = self.cache.get(key)
+                hit = self._cached(key)
                 if hit is not None:
                     self.stats.cache_hits += 1
                     return hit
@@ -248,7 +278,10 @@ class JudgeCaller(Generic[Request]):
             response = await self._call_evaluator(request, material)
             flight.response = response
             if self.cache is not None:
-                self.cache.put(key, response)
+                try:
+                    self.cache.put(key, response)
+                except Exception:  # the answer is paid for: a cache fault must not fail it
+                    log.warning("could not keep the judge's answer in the cache", exc_info=True)
             return response
         except EvaluatorError as exc:
             flight.error = exc
@@ -257,6 +290,14 @@ class JudgeCaller(Generic[Request]):
             del self._inflight[key]
             flight.done.set()
 
+    def _cached(self, key: str) -> JudgeResponse | None:
+        assert self.cache is not None
+        try:
+            return self.cache.get(key)
+        except Exception:  # a cache that cannot be read is a miss, never a failed grade
+            log.warning("could not read the response cache", exc_info=True)
+            return None
+
     async def _call_evaluator(
         self, request: Request, material: Mapping[str, Any] | None
     ) -> JudgeResponse:
@@ -264,9 +305,11 @@ class JudgeCaller(Generic[Request]):
             raise self._dead
         attempts = 0
         pacing = self.pacing
+        outage = self.outage
+        answers_seen = 0
 
         async def attempt() -> JudgeResponse:
-            nonlocal attempts
+            nonlocal attempts, answers_seen
             # a judge in the process has no I/O to wait on: a concurrency limit only costs
             async with _NO_LIMIT if self.in_process else self.limiter:
                 # keyed before waiting for the limiter: the target may have learnt since that
@@ -279,15 +322,26 @@ class JudgeCaller(Generic[Request]):
                     raise RequestChanged("the request changed while it waited to be sent")
                 attempts += 1
                 self.stats.evaluator_calls += 1
-                if pacing is None:
+                if outage is not None:
+                    answers_seen = outage.answers
+                if pacing is None and outage is None:
                     return await self.evaluator.judge(request)
-                stamp, started = pacing.stamp(), self._clock()
+                stamp, started = (pacing.stamp(), self._clock()) if pacing else (0, 0.0)
                 try:
                     response = await self.evaluator.judge(request)
                 except Exception as exc:
-                    self._note_overload(pacing, stamp, exc)
+                    if await self._judge_down(exc, answers_seen):
+                        attempts -= 1
+                        raise _JudgeDown() from exc
+                    if outage is not None and connection_failure(exc) is None:
+                        outage.answered()  # the server replied, if only to refuse
+                    if pacing is not None:
+                        self._note_overload(pacing, stamp, exc)
                     raise
-                pacing.answered(self._clock() - started)
+                if outage is not None:
+                    outage.answered()
+                if pacing is not None:
+                    pacing.answered(self._clock() - started)
                 return response
 
         async def attempt_with_retries() -> JudgeResponse:
@@ -310,31 +364,51 @@ class JudgeCaller(Generic[Request]):
             )
             return await retrying(attempt)
 
-        try:
-            response = await attempt_with_retries()
-        except RequestChanged:
-            raise
-        except EvaluatorError as exc:
-            self.stats.failures += 1
-            raise EvaluatorError(
-                _with_explanation(str(exc), self._explain(exc)),
-                status=exc.status,
-                body=exc.body,
-                attempts=attempts,
-            ) from exc
-        except FaithJudgeError:
-            # A configuration or input problem of our own: retrying or hiding it helps no one.
-            raise
-        except Exception as exc:
-            self.stats.failures += 1
-            self._note_unreachable(exc, attempts)
-            raise _as_evaluator_error(
-                exc, attempts, self._is_retryable(exc), self._explain(exc)
-            ) from exc
+        while True:
+            if outage is not None:
+                await outage.wait()  # raises JudgeOutageTooLong past the bound
+            try:
+                response = await attempt_with_retries()
+                break
+            except _JudgeDown:
+                self.stats.outage_waits += 1
+            except RequestChanged:
+                raise
+            except EvaluatorError as exc:
+                self.stats.failures += 1
+                raise EvaluatorError(
+                    _with_explanation(str(exc), self._explain(exc)),
+                    status=exc.status,
+                    body=exc.body,
+                    attempts=attempts,
+                ) from exc
+            except FaithJudgeError:
+                # A configuration or input problem of our own: retrying or hiding it helps no one.
+                raise
+            except Exception as exc:
+                self.stats.failures += 1
+                self._note_unreachable(exc, attempts)
+                raise _as_evaluator_error(
+                    exc, attempts, self._is_retryable(exc), self._explain(exc)
+                ) from exc
         self._unreachable_streak = -1  # the judge answered once: no longer "dead at the start"
         return replace(response, attempts=attempts, cached=False)
 
+    async def _judge_down(self, exc: Exception, answers_seen: int) -> bool:
+        """Whether ``exc`` met the judge gone down (so the call waits for it and is sent again)
+        rather than failing on its own."""
+        if self.outage is None or isinstance(exc, FaithJudgeError):
+            return False
+        cause = connection_failure(exc)
+        if cause is None:
+            return False
+        if self.fail_fast_after is not None and self._unreachable_streak >= 0:
+            return False  # no answer yet: a judge that never answered stops the run at once
+        return await self.outage.failed(cause, answers_seen)
+
     def _note_overload(self, pacing: Pacing, stamp: int, exc: Exception) -> None:
+        if connection_failure(exc) is not None:
+            return  # an SDK may raise a refused connection as a timeout: no sign of overload
         overloaded = getattr(self.evaluator, "overloaded", None)
         kind = overloaded(exc) if callable(overloaded) else None
         if kind in ("silent", "cut"):
@@ -372,7 +446,7 @@ class JudgeCaller(Generic[Request]):
         # A changed request is not a failure: the caller keys it again.
         return (
             isinstance(exc, Exception)
-            and not isinstance(exc, RequestChanged)
+            and not isinstance(exc, RequestChanged | _JudgeDown)
             and unreachable_cause(exc) is None
             and bool(self.evaluator.should_retry(exc))
         )
@@ -404,13 +478,26 @@ def _as_evaluator_error(
     body = getattr(exc, "body", None)
     if body is not None and not isinstance(body, str):
         body = repr(body)
+    plural = "s" if attempts != 1 else ""
+    connection = connection_failure(exc)
+    if connection is not None and status is None:
+        # named by what happened, not by the SDK's class (aiohttp's refusal is raised as a
+        # timeout) nor by the backend's explanation of that class
+        return EvaluatorError(
+            f"{connection} after {attempts} attempt{plural}, "
+            f"{'retries exhausted' if retryable else 'not retried'} (raised as "
+            f"{type(exc).__name__})",
+            status=None,
+            body=body[:2000] if body else None,
+            attempts=attempts,
+        )
     what = type(exc).__name__ + (f" (HTTP {status})" if status is not None else "")
     why = "retries exhausted" if retryable else "not retryable"
     cause = unreachable_cause(exc)
     if cause is not None:
         why = f"not retried: {cause}"
     detail = describe_exception(exc)[:400]
-    message = f"{what} after {attempts} attempt{'s' if attempts != 1 else ''}, {why}"
+    message = f"{what} after {attempts} attempt{plural}, {why}"
     if explanation:
         message = f"{message}: {explanation}"
     return EvaluatorError(

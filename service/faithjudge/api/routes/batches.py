@@ -156,9 +156,10 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
     tags=["batches"],
     responses=problems(401, 404),
 )
-async def get_batch(store: Store, tenant: Tenant, batch_id: BatchId) -> BatchStatus:
+async def get_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchId) -> BatchStatus:
     """Counts per status and failure stage, progress and ETA."""
-    return await batch_status(store, await tenant_batch(store, tenant, batch_id))
+    row = await tenant_batch(store, tenant, batch_id)
+    return state.outage_detail(await batch_status(store, row), row.judge_key)
 
 
 @router.delete(

@@ -35,7 +35,9 @@ async def healthz() -> Health:
 )
 async def readyz(state: State) -> JSONResponse:
     """The store answers and keeps what the worker writes, and the evaluator is built and
-    reachable (not when the judge's recent lines all failed at the transport stage)."""
+    reachable (not while a judge is waited for after it stopped answering, nor when its recent
+    lines all failed at the transport stage, nor when its Batch API provider failed the last
+    provider phase)."""
     checks = {"store": "ok", "evaluator": "ok"}
     if state.store is None:
         checks["store"] = "not open"
@@ -54,11 +56,20 @@ async def readyz(state: State) -> JSONResponse:
         checks["store"] = f"failing writes ({failing})"[:500]
     if not state.scorers:
         checks["evaluator"] = "not built"
-    elif state.judge_health.failing:
+    elif outages := state.judge_outages():
+        checks["evaluator"] = "; ".join(outages.values())[:500]
+    elif state.judge_health.failing or state.judge_health.providers_failing:
         failing = "; ".join(
-            f"the judge {judge} failed at the transport stage on every recent line "
-            f"(last error: {error})"
-            for judge, error in state.judge_health.failing.items()
+            [
+                f"the judge {judge} failed at the transport stage on every recent line "
+                f"(last error: {error})"
+                for judge, error in state.judge_health.failing.items()
+            ]
+            + [
+                f"the Batch API provider of the judge {judge} failed its last provider phase "
+                f"({error})"
+                for judge, error in state.judge_health.providers_failing.items()
+            ]
         )
         checks["evaluator"] = failing[:500]
     ready = all(v == "ok" for v in checks.values())

@@ -2,27 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
+from faithjudge_client.bodies import ProblemItem
 from faithjudge_client.lines import ItemResult, ScoreRequest
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request, Response
+from fastapi.routing import APIRoute
 
 from faithjudge.api.deps import (
     JsonBody,
     JudgeName,
     State,
     Tenant,
+    json_media,
 )
 from faithjudge.api.examples import (
     EXAMPLE_REQUEST,
     EXAMPLE_RESULT,
+    SCORE_BODY_PROBLEM,
     problems,
 )
 from faithjudge.api.problems import HttpProblem
 from faithjudge.jobs.provider_phase import is_batch_route
+from faithjudge.request_lines import Unreadable, read_request
+from faithjudge.transport.outage import JudgeDown, without_waiting
 from faithjudge.transport.resilience import call_scope
 
-router = APIRouter()
+
+class _ReadLikeALine(APIRoute):
+    """Reads a JSON body with ``read_request`` before FastAPI parses it.
+
+    FastAPI's own reader answers 400 "There was an error parsing the body" for whatever
+    ``json.loads`` raises besides a decode error (an integer of more than 4,300 digits, text
+    that is not UTF-8, nesting past the recursion limit) and lets NaN through to validation;
+    a batch line says what is wrong with the same bytes. Reading the body as a line first gives
+    ``POST /v1/score`` the batch's words, always as a 422 problem.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def read_first(request: Request) -> Response:
+            if json_media(request) is not None:
+                parsed = read_request(await request.body())  # kept: FastAPI reads it again
+                if isinstance(parsed, Unreadable):
+                    items = [ProblemItem(field=f, reason=r) for f, r in parsed.problems[:50]]
+                    raise HttpProblem(422, parsed.detail, errors=items)
+            return await handler(request)
+
+        return read_first
+
+
+router = APIRouter(route_class=_ReadLikeALine)
 
 
 @router.post(
@@ -32,7 +64,8 @@ router = APIRouter()
     tags=["scoring"],
     responses={
         200: {"content": {"application/json": {"example": EXAMPLE_RESULT}}},
-        **problems(401, 409, 413, 415, 422),
+        **problems(401, 409, 413, 415, 422, 503),
+        422: SCORE_BODY_PROBLEM,
     },
 )
 async def score(
@@ -59,8 +92,12 @@ async def score(
             f"the judge {scorer.evaluator_id} works through the provider's Batch API "
             "(openai-batch:MODEL): submit the line as a batch with POST /v1/batches",
         )
-    with call_scope(tenant_name):
-        result = await scorer.score(body)
+    # a batch line waits for a judge that stopped answering; a synchronous caller is told
+    try:
+        with call_scope(tenant_name), without_waiting():
+            result = await scorer.score(body)
+    except* JudgeDown as down:
+        raise HttpProblem(503, str(down.exceptions[0]), headers={"Retry-After": "5"}) from None
     state.metrics.observe(result, source="score")
     state.judge_health.note(name, result)
     return result
