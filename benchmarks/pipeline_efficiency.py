@@ -66,12 +66,12 @@ TRANSPORTS = ("aiohttp", "httpx")
 class FakeJudgeProcess(ChildProcess):
     """``python -m tests.fakes.judge_server`` on a free port, killed on exit."""
 
-    def __init__(self, latency_ms: float, log_dir: Path) -> None:
+    def __init__(self, latency_ms: float, log_dir: Path, *extra_args: str) -> None:
         self.latency_ms = latency_ms
         self.port = free_port()
         command = [sys.executable, "-m", "tests.fakes.judge_server", "--host", "127.0.0.1",
                    "--port", str(self.port), "--latency-ms", str(latency_ms),
-                   "--quote-mode", "first_sentence"]  # fmt: skip
+                   "--quote-mode", "first_sentence", *extra_args]  # fmt: skip
         super().__init__(
             "the fake judge",
             command,

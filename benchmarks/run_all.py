@@ -22,6 +22,7 @@ from benchmarks.audit_scale import summary_rows as audit_rows
 from benchmarks.batch_route_scale import summary_rows as batch_route_rows
 from benchmarks.cache_commits import summary_rows as cache_commit_rows
 from benchmarks.perturbation_speed import summary_rows as perturbation_rows
+from benchmarks.prompt_cache import summary_rows as prompt_cache_rows
 from benchmarks.service_batch_route import summary_rows as service_batch_route_rows
 from benchmarks.service_process import summary_rows as service_rows
 
@@ -41,6 +42,7 @@ BENCHMARKS = (
     "batch_route_scale",
     "service_batch_route",
     "cache_commits",
+    "prompt_cache",
 )
 
 
@@ -251,6 +253,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
     out += batch_route_rows(results)
     out += service_batch_route_rows(results)
     out += cache_commit_rows(results)
+    out += prompt_cache_rows(results)
     return out
 
 

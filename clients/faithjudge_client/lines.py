@@ -277,9 +277,22 @@ class ModificationResolved(_Strict):
     target_answer: str | None = None
 
 
+def _nothing_cached(cached: int) -> bool:
+    return cached == 0
+
+
+def _unknown(value: object) -> bool:
+    return value is None
+
+
 class TokenUsage(_Strict):
     prompt: int = 0
     completion: int = 0
+    cached: int = Field(default=0, ge=0, exclude_if=_nothing_cached)
+    """The part of ``prompt`` the judge's provider served from its prompt cache (billed at its
+    cached-input price). Written only when some were: a line without any reads as it did before
+    the field existed, so an SDK that predates it (whose models refuse unknown fields) still
+    reads it."""
 
 
 class CacheStats(_Strict):
@@ -309,6 +322,12 @@ class Provenance(_Strict):
     service_version: str
     cache: CacheStats = Field(default_factory=CacheStats)
     attempts: int = 0
+    judge_s: float | None = Field(default=None, ge=0, exclude_if=_unknown)
+    """Seconds the judge took to answer the calls made for this line, added up (each from
+    sending the call that was answered to its answer). Absent when no call was made now (the
+    answers came from the response cache), for a judge that runs in this process (``lexicon``,
+    whose outputs stay byte for byte reproducible) and in lines written before it was kept, so
+    an SDK that predates it still reads the line."""
     tokens: TokenUsage = Field(default_factory=TokenUsage)
 
 

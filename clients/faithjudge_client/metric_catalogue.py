@@ -2,7 +2,8 @@
 
 Contracts, schemas, prompts, the pipeline, the verdict, the reports, the gate and the judge
 validation iterate over this catalogue instead of naming metrics. A shipped metric is one
-line in ``_BUILT_IN``; a plugin's is one ``register_metric`` call. Either way it brings its
+line in ``_BUILT_IN``; a plugin's is one ``register_metric`` call, or one entry point of its
+installed package in the ``faithjudge.metrics`` group. Either way it brings its
 assets (the output schema, one system and one user template in every prompt set) and, for the
 offline evaluator, a lexicon rule registered under its name (docs/ARCHITECTURE.md, "A new
 metric", lists every step and the test that follows them).
@@ -83,11 +84,17 @@ class MetricSpec:
     calibration_role: CalibrationRole | None = None
     """Its part in confidence calibration (CC), if any."""
     gated: bool = True
-    """Aggregated in reports, part of the macro coverage and of the eligibility gates."""
+    """Aggregated in reports, part of the macro coverage and of the eligibility gates (of
+    ``faithjudge gate`` and of ``validate-judge``), and, with a ``rating_key``, of the macro tau.
+    Not gated (confidence tone): reported beside the others, in the gates only through CC."""
     sham_fpr: bool = False
     """Its scores on placebo (sham) items give the gated false-positive rate (score > 3)."""
     rating_key: str | None = None
-    """Column of the radiologist ratings that grade the same axis (None: not validated)."""
+    """Column of the radiologist ratings that grade the same axis: ``validate-judge`` compares
+    the judge's scores with their consensus (tau-b) and, for a gated metric, averages that tau
+    into the macro tau. None: no radiologist rates it, so it is not validated against them; a
+    gated metric without one still counts in the judge's coverage, macro coverage and gates,
+    and ``validate-judge`` reports it as having no radiologist rating."""
     schema_dir: Path | None = None
     """Folder of ``schema_file`` when it is not the bundled schema folder."""
 
@@ -136,8 +143,37 @@ _BUILT_IN: tuple[MetricSpec, ...] = (
 )
 BUILT_IN_METRICS: tuple[str, ...] = tuple(spec.name for spec in _BUILT_IN)
 
-CATALOGUE: Registry[MetricSpec] = Registry("metric")
-"""Every metric by name, in catalogue order (read it through the functions below)."""
+
+def _fits(spec: MetricSpec, others: tuple[MetricSpec, ...]) -> None:
+    """Raise ``ValueError`` when ``spec`` takes what another metric holds."""
+    others = tuple(other for other in others if other.name != spec.name)
+    if any(other.label == spec.label for other in others):
+        raise ValueError(f"metric label {spec.label!r} is already taken")
+    if spec.sham_fpr and any(other.sham_fpr for other in others):
+        raise ValueError("the placebo false-positive rate is already taken by another metric")
+    if spec.calibration_role is not None and any(
+        other.calibration_role == spec.calibration_role for other in others
+    ):
+        raise ValueError(f"the calibration role {spec.calibration_role!r} is already taken")
+
+
+def _installed_metric(name: str, found: object) -> MetricSpec:
+    """The metric an installed package declares in the ``faithjudge.metrics`` entry-point group:
+    a ``MetricSpec`` of the entry point's name, checked against the metrics loaded before it."""
+    if not isinstance(found, MetricSpec):
+        raise TypeError(f"names a {type(found).__name__}, not a MetricSpec")
+    if found.name != name:
+        raise ValueError(f"names the metric {found.name!r}, not {name!r}")
+    _fits(found, CATALOGUE.loaded_values())
+    return found
+
+
+CATALOGUE: Registry[MetricSpec] = Registry(
+    "metric", group="faithjudge.metrics", adapt=_installed_metric
+)
+"""Every metric by name, in catalogue order (read it through the functions below): the built-in
+ones, those registered at run time, then those of installed packages (``faithjudge.metrics``
+entry points, each naming a ``MetricSpec``)."""
 for _spec in _BUILT_IN:
     CATALOGUE.register(_spec.name, _spec)
 del _spec
@@ -156,15 +192,7 @@ def register_metric(spec: MetricSpec, *, replace: bool = False) -> MetricSpec:
         raise ValueError(f"metric {spec.name!r} is built in and cannot be replaced")
     if spec.name in CATALOGUE and not replace and CATALOGUE.get(spec.name) == spec:
         return spec
-    others = [other for other in _specs() if other.name != spec.name]
-    if any(other.label == spec.label for other in others):
-        raise ValueError(f"metric label {spec.label!r} is already taken")
-    if spec.sham_fpr and any(other.sham_fpr for other in others):
-        raise ValueError("the placebo false-positive rate is already taken by another metric")
-    if spec.calibration_role is not None and any(
-        other.calibration_role == spec.calibration_role for other in others
-    ):
-        raise ValueError(f"the calibration role {spec.calibration_role!r} is already taken")
+    _fits(spec, _specs())
     CATALOGUE.register(spec.name, spec, replace=replace)
     return spec
 

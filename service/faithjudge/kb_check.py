@@ -46,6 +46,8 @@ KB_RULES: Mapping[str, str] = MappingProxyType(
         "duplicate-question": "no two questions are the same once case, whitespace and the "
         "option list are ignored",
         "options": "the answer keys are exactly the options in the question's parentheses",
+        "type": "the type fits the options: a question answered yes or no is binary, and a "
+        "binary question has two options",
         "fill": "no field of a template is left to fill",
         "must-all": "every answer states itself in must_all (a positive answer the finding, an "
         "absence answer the absence)",
@@ -61,8 +63,9 @@ KB_RULES: Mapping[str, str] = MappingProxyType(
         "answer",
         "laterality": "for a question about one side, every required concept names that side "
         "and no concept names only the other side",
-        "caps": "caps use the documented context flags (projection AP, position supine), cap "
-        "below 5 and say why in a note",
+        "caps": "caps are objects {when: {flag: value}, max_score, note} that use the "
+        "documented context flags (projection AP, position supine), cap below 5 and say why in "
+        "a note",
     }
 )
 
@@ -322,13 +325,45 @@ class _Checker:
             for error in exc.errors(include_url=False):
                 loc = tuple(error["loc"])
                 msg = str(error["msg"]).removeprefix("Value error, ")
+                if "caps" in loc:
+                    self.add("caps", question, _dotted(loc), _cap_format(loc, error["input"], msg))
+                    continue
                 rule = "k" if (loc and loc[-1] == "k") or "exceeds the" in msg else "format"
                 self.add(rule, question, _dotted(loc), msg)
             return
         self.options(question, entry)
+        typed = self.question_type(question, entry, node)
         for option, answer in entry.answers.items():
             self.answer(question, entry, option, answer)
-        self.contradictions(question, entry)
+        if typed:
+            # a wrong type would read the options' contradictions under the wrong rule, and
+            # name the one mistake again as each of them
+            self.contradictions(question, entry)
+
+    def question_type(self, question: str, entry: KBEntry, node: Any) -> bool:
+        """Whether the entry's type fits its options (a type left to fill is "fill"'s)."""
+        options = question_options(question)
+        if options is None or (isinstance(node, dict) and _is_placeholder(node.get("type"))):
+            return True
+        if sorted(options) == ["no", "yes"] and entry.type != "binary":
+            self.add(
+                "type",
+                question,
+                "type",
+                f"{entry.type!r} on a question answered yes or no: it is 'binary' (its two "
+                "answers contradict each other, which an ordinal grade and the next never do)",
+            )
+            return False
+        if entry.type == "binary" and len(options) != 2:
+            self.add(
+                "type",
+                question,
+                "type",
+                f"'binary' on a question of {len(options)} options {list(options)}: a binary "
+                "question has two (yes or no); graded options are 'ordinal'",
+            )
+            return False
+        return True
 
     def options(self, question: str, entry: KBEntry) -> None:
         options = question_options(question)
@@ -455,12 +490,11 @@ class _Checker:
     def cap(self, question: str, at: str, cap: KBCap) -> None:
         for flag, value in cap.when.items():
             if value not in CAP_FLAGS.get(flag, frozenset()):
-                documented = ", ".join(f"{k}={sorted(v)}" for k, v in CAP_FLAGS.items())
                 self.add(
                     "caps",
                     question,
                     f"{at}.when.{flag}",
-                    f"{flag}={value!r} is not a documented context flag ({documented}); "
+                    f"{flag}={value!r} is not a documented context flag ({_documented_flags()}); "
                     "document a new one in knowledge_base/README.md first",
                 )
         if cap.max_score >= 5:
@@ -510,6 +544,22 @@ class _Checker:
                             f"forbids {text!r}, which the adjacent grade {options[j]!r} "
                             "states: adjacent grades never contradict each other",
                         )
+
+
+def _documented_flags() -> str:
+    return ", ".join(f"{flag}={value}" for flag, values in CAP_FLAGS.items() for value in values)
+
+
+def _cap_format(loc: tuple[int | str, ...], value: Any, msg: str) -> str:
+    """The ``caps`` rule in place of pydantic's wording: what a cap is, and the flags it may
+    read, since a wrong cap is most often a flag written as a bare name."""
+    shape = '{"when": {FLAG: VALUE}, "max_score": 1 to 4, "note": "why"}'
+    flags = f"the documented context flags: {_documented_flags()}"
+    if loc[-1] == "caps":
+        return f"caps is a list of caps, each {shape}, with {flags}; got {value!r}"
+    if isinstance(loc[-1], int) and loc[-2] == "caps":
+        return f"{value!r} is not a cap: a cap is {shape}, with {flags}"
+    return f"{msg} (a cap is {shape}, with {flags})"
 
 
 def _synonym_drifts(term: str, synonym: str) -> bool:

@@ -9,7 +9,7 @@ returned ``ItemResult`` with their failure stage, so no accepted item is lost.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,7 +52,7 @@ from faithjudge.scoring.metrics import CalibrationParams, confidence_calibration
 from faithjudge.scoring.modifications import describe_modification, resolve_modification
 from faithjudge.scoring.normalize import NormalizedText, normalize
 from faithjudge.scoring.verdict import verify
-from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.chat import CONTEXT_FULL, context_cut_note
 from faithjudge.transport.resilience import JudgeCaller
 
@@ -125,10 +125,18 @@ class Scorer:
         # the model the judge last answered as: a line that got no answer is still this
         # run's judge's line, and its provenance says so (None until the judge first answers)
         self._answered_as: str | None = None
+        self._paid = Usage()
 
     @property
     def caller(self) -> JudgeCaller[JudgeRequest]:
         return self._caller
+
+    @property
+    def paid(self) -> Usage:
+        """The tokens of the answers the judge gave this scorer, its prompt-cache part included;
+        answers read from the response cache or shared with an identical call in flight are left
+        out: they were paid once, before."""
+        return self._paid
 
     @property
     def evaluator_id(self) -> str:
@@ -396,6 +404,9 @@ class Scorer:
         fingerprints = {r.fingerprint for r in responses.values() if r.fingerprint}
         formats = {r.response_format for r in responses.values() if r.response_format}
         hits = sum(1 for r in responses.values() if r.cached)
+        for response in responses.values():
+            if not response.cached:
+                self._paid += response.usage
         return Provenance(
             evaluator=self._evaluator.id,
             route=getattr(self._evaluator, "route", "live"),
@@ -412,9 +423,11 @@ class Scorer:
             service_version=__version__,
             cache=CacheStats(hits=hits, misses=len(responses) - hits),
             attempts=sum(r.attempts for r in results.values()),
+            judge_s=_judge_seconds(responses.values()),
             tokens=TokenUsage(
                 prompt=sum(r.usage.prompt_tokens for r in responses.values()),
                 completion=sum(r.usage.completion_tokens for r in responses.values()),
+                cached=sum(r.usage.cached_tokens for r in responses.values()),
             ),
         )
 
@@ -477,3 +490,9 @@ def _apply_caps(
             "signals": signals,
         }
     )
+
+
+def _judge_seconds(responses: Iterable[JudgeResponse]) -> float | None:
+    """Seconds the judge spent answering the calls made for a line (None: none was made now)."""
+    made = [r.latency_s for r in responses if r.latency_s is not None]
+    return round(sum(made), 3) if made else None

@@ -282,7 +282,7 @@ def _check_template(path: Path, text: str, metric: Metric, role: str) -> Templat
     return template
 
 
-def load_prompt_set(name_or_path: str | Path = "v1") -> PromptSet:
+def load_prompt_set(name_or_path: str | Path = "v2") -> PromptSet:
     """Load and validate a prompt set by name (bundled) or by folder / manifest path.
 
     Raises ConfigError naming the file at fault: a missing or malformed manifest, a missing

@@ -104,6 +104,8 @@ async def _open_scorers(
                 fail_fast_after=FAIL_FAST_AFTER if fail_fast else None,
                 wait_outages=True,
                 outage_s=settings.judge_outage_s if fail_fast else None,
+                # set by the user (flag, environment, config): a local server starts there
+                explicit_concurrency="concurrency" in settings.model_fields_set,
             )
             scorers[spec] = Scorer(
                 caller=caller, prompts=prompts, knowledge_base=knowledge_base, params=params

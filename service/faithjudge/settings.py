@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     """Cache evaluator responses (content-addressed; validation reruns on every read)."""
     concurrency: int = Field(default=100, ge=1, le=10_000)
     """Maximum evaluator calls in flight."""
-    prompt_set: str = "v1"
+    prompt_set: str = "v2"
     knowledge_base: str = "cxr_vqa"
 
     timeout_s: float = Field(default=60.0, gt=0)
@@ -89,7 +89,11 @@ class Settings(BaseSettings):
     batch_discount: float = Field(default=0.5, ge=0, le=1)
     """The Batch API's price as a fraction of the live price (0.5 at OpenAI)."""
     price_input_per_mtok: float | None = Field(default=None, ge=0)
-    """Live price of a million prompt tokens, for the cost line of batch runs."""
+    """Live price of a million prompt tokens, for the cost lines of runs and batch runs."""
+    price_cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Live price of a million prompt tokens the provider served from its prompt cache
+    (``provenance.tokens.cached``); unset, the input price: no saving is claimed that was not
+    configured."""
     price_output_per_mtok: float | None = Field(default=None, ge=0)
     """Live price of a million completion tokens."""
 
@@ -225,6 +229,22 @@ class Settings(BaseSettings):
         if self.evaluators:
             return tuple(self.evaluators.split(","))
         return (self.evaluator,) if self.evaluator else ()
+
+    def token_cost(self, prompt: int, completion: int, cached: int = 0) -> float | None:
+        """The live price in dollars of ``prompt`` tokens (``cached`` of them from the
+        provider's prompt cache) and ``completion`` tokens; None unless the input and output
+        prices are set."""
+        if self.price_input_per_mtok is None or self.price_output_per_mtok is None:
+            return None
+        cached_price = self.price_cached_input_per_mtok
+        if cached_price is None:
+            cached_price = self.price_input_per_mtok
+        cached = min(cached, prompt)
+        return (
+            (prompt - cached) * self.price_input_per_mtok
+            + cached * cached_price
+            + completion * self.price_output_per_mtok
+        ) / 1e6
 
     @property
     def cache_path(self) -> Path:

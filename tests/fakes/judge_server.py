@@ -38,6 +38,12 @@ answer is JSON off the schema (an unconstrained small model); and a streamed ans
 (``[DONE]`` without a ``finish_reason``) as soon as another request waits.
 ``counters.by_format`` counts the response formats asked for.
 
+``last_prompt`` emulates a server with one slot that keeps only the prompt it read last (as
+llama-cpp-python and a one-slot llama.cpp server do): it answers one request at a time, and
+reads each prompt (its messages' roles and texts, counted in whitespace-separated tokens) from
+the first token that differs from the previous prompt; ``counters.prompt_tokens_reused`` and
+``counters.prompt_tokens_read`` count both parts. ``read_s_per_token`` makes reading cost time.
+
 ``n_ctx`` gives the fake a context window, counted crudely (a token per 4 characters of system
 and user message, the count its usage reports): a longer prompt is refused as its server would
 (``context_style``; default llama-cpp-python's under ``llama_cpp``, else llama-server's), and a
@@ -49,6 +55,16 @@ streamed or not, and ``GET /props`` tells ``default_generation_settings.n_ctx``;
 streamed, a 200 stream that ends before any chunk (the server's reason only in its log).
 ``counters.context_refused`` counts those refusals. ``refuse_stream`` answers ``stream: true``
 with a 400 naming the field, as a server without streaming does.
+
+``prompt_cache`` caches prompt prefixes by OpenAI's rules: the prompt is the response format's
+schema, then each message in order (a token per 4 characters, which its usage then counts); a
+prompt of at least 1,024 tokens is cached in prefixes of 1,024 tokens and every 128 more, per
+model, and a later prompt that starts with one of them reports the longest as
+``usage.prompt_tokens_details.cached_tokens`` (0 below 1,024 tokens).
+``counters.cached_tokens`` and ``counters.prompt_tokens`` sum what its usage reported, and
+``counters.prompt_cache_keys`` counts the ``prompt_cache_key`` values sent.
+``refuse_prompt_cache_key`` answers a ``prompt_cache_key`` with OpenAI's 400 for an unknown
+parameter.
 
 Use ``with run_fake_judge(FakeJudgeConfig(...)) as fake:`` in tests (uvicorn in a thread), or
 ``python -m tests.fakes.judge_server --port P --latency-ms L`` as a separate process.
@@ -110,6 +126,9 @@ _FENCE = re.compile(
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _BAD_QUOTE = "the scan shows a fracture of the left femur"
 _JSON = [(b"content-type", b"application/json")]
+# OpenAI's prompt caching: prompts from 1,024 tokens, cached in 128-token steps
+_CACHE_MIN_TOKENS = 1024
+_CACHE_BLOCK_TOKENS = 128
 
 
 @dataclass
@@ -151,6 +170,18 @@ class FakeJudgeConfig:
     ``llama_cpp``, else ``llama_server``)."""
     refuse_stream: bool = False
     """Answer ``stream: true`` with HTTP 400 naming ``stream``."""
+    prompt_cache: bool = False
+    """Cache prompt prefixes as OpenAI does (see the module docstring)."""
+    refuse_prompt_cache_key: bool = False
+    """Answer a request carrying ``prompt_cache_key`` with HTTP 400 naming it."""
+    arrival_log: str | None = None
+    """A file to which the wall-clock time each chat request arrived is appended, one line a
+    request (a benchmark reads when a client's calls went out)."""
+    last_prompt: bool = False
+    """Answer one request at a time, reusing the shared prefix of the last prompt read (see the
+    module docstring)."""
+    read_s_per_token: float = 0.0
+    """Time to read each prompt token the last prompt did not share (``last_prompt``)."""
     request_log: str | None = None
     """A file to which each chat request's key (user message hash and metric) is appended, one
     line a request, so that a test can count what processes serving one after another saw."""
@@ -178,10 +209,31 @@ class FakeCounters:
     """Prompts refused as longer than ``n_ctx``."""
     stream_refused: int = 0
     """Requests refused for ``stream: true`` (``refuse_stream``)."""
+    prompt_tokens_reused: int = 0
+    """Prompt tokens (``last_prompt``) shared with the prompt read before: not read again."""
+    prompt_tokens_read: int = 0
+    """Prompt tokens (``last_prompt``) read: those after the prefix shared with the last one."""
+    prompt_tokens: int = 0
+    """Prompt tokens the answers' usage reported."""
+    cached_tokens: int = 0
+    """Of those, the tokens reported as served from the prompt cache (``prompt_cache``)."""
+    prompt_cache_keys: Counter[str] = field(default_factory=Counter)
+    """Chat requests by the ``prompt_cache_key`` they carried."""
+    cache_key_refused: int = 0
+    """Requests refused for their ``prompt_cache_key`` (``refuse_prompt_cache_key``)."""
+
+    @property
+    def reused_share(self) -> float:
+        """The share of prompt tokens (``last_prompt``) that were reused, not read."""
+        total = self.prompt_tokens_reused + self.prompt_tokens_read
+        return self.prompt_tokens_reused / total if total else 0.0
 
     def reset(self) -> None:
         self.total = self.in_flight = self.max_in_flight = self.rejected_json_schema = 0
+        self.prompt_tokens_reused = self.prompt_tokens_read = 0
         self.abandoned = self.cut_short = self.context_refused = self.stream_refused = 0
+        self.prompt_tokens = self.cached_tokens = self.cache_key_refused = 0
+        self.prompt_cache_keys.clear()
         self.by_fault.clear()
         self.by_key.clear()
         self.by_metric.clear()
@@ -298,11 +350,14 @@ class FakeJudgeApp:
         self.requests: deque[dict[str, Any]] = deque(maxlen=self.config.max_recorded)
         self._ids = 0
         self._turn: asyncio.Lock | None = None  # the one slot of a serial server
+        self._last_prompt: list[str] = []  # the tokens the slot holds (``last_prompt``)
         self._waiting = 0
+        self._prefixes: set[bytes] = set()  # the prompt cache (``prompt_cache``)
 
     def reset(self) -> None:
         self.counters.reset()
         self.requests.clear()
+        self._prefixes.clear()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -337,6 +392,8 @@ class FakeJudgeApp:
             return await _respond(send, 415, _error("send JSON", "invalid_request_error"))
         config, counters = self.config, self.counters
         counters.total += 1
+        if config.arrival_log is not None:
+            _append(config.arrival_log, f"{time.time():.6f}\n")
         if config.api_key is not None:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if given != f"Bearer {config.api_key}".encode():
@@ -345,7 +402,7 @@ class FakeJudgeApp:
         counters.in_flight += 1
         counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
         try:
-            if config.serial or config.llama_cpp:
+            if config.serial or config.llama_cpp or config.last_prompt:
                 await self._in_turn(b"".join(chunks), receive, send)
             else:
                 await self._complete(b"".join(chunks), receive, send)
@@ -405,6 +462,14 @@ class FakeJudgeApp:
             message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported"
             error = _error(message, "invalid_request_error", param="response_format")
             return await _respond(send, 400, error)
+        cache_key = body.get("prompt_cache_key")
+        if isinstance(cache_key, str):
+            if config.refuse_prompt_cache_key:
+                counters.cache_key_refused += 1
+                message = "Unrecognized request argument supplied: prompt_cache_key"
+                error = _error(message, "invalid_request_error", param="prompt_cache_key")
+                return await _respond(send, 400, error)
+            counters.prompt_cache_keys[cache_key] += 1
         if config.refuse_stream and body.get("stream"):
             counters.stream_refused += 1
             error = _error("stream=true is not supported", "invalid_request_error", param="stream")
@@ -415,9 +480,14 @@ class FakeJudgeApp:
             system = ""
         user = "\n".join(_text_of(m.get("content")) for m in messages if m["role"] == "user")
         prompt_tokens = (len(system) + len(user)) // 4
+        cached_tokens = 0
+        if config.prompt_cache:
+            prompt_tokens, cached_tokens = self._prompt_cache(body, response_format, messages)
         if config.n_ctx is not None and prompt_tokens >= config.n_ctx:
             counters.context_refused += 1
             return await self._refuse_context(send, body, prompt_tokens)
+        if config.last_prompt:
+            await self._read_prompt(messages)
         metric = _metric_of(response_format, system, user)
         if metric is None:
             return await _respond(send, 400, _error("cannot tell the metric", "invalid_request"))
@@ -497,6 +567,10 @@ class FakeJudgeApp:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if config.prompt_cache:
+            answer["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        counters.prompt_tokens += prompt_tokens
+        counters.cached_tokens += cached_tokens
         if body.get("stream"):
             options = body.get("stream_options") or {}
             return await self._stream(send, answer, bool(options.get("include_usage")))
@@ -504,6 +578,43 @@ class FakeJudgeApp:
             chunks = -(-len(content) // max(1, config.chunk_chars))
             await asyncio.sleep(config.chunk_delay_s * chunks)
         await _respond(send, 200, answer)
+
+    def _prompt_cache(
+        self, body: dict[str, Any], response_format: dict[str, Any], messages: list[Any]
+    ) -> tuple[int, int]:
+        """(prompt tokens, cached tokens) of a request, by OpenAI's rules: prefixes of 1,024
+        tokens and every 128 more are cached, per model; the longest already cached is
+        reported (a token is 4 characters here)."""
+        text = orjson.dumps(response_format, option=orjson.OPT_SORT_KEYS).decode()
+        text += "".join(f"\n{m.get('role')}\n{_text_of(m.get('content'))}" for m in messages)
+        tokens = len(text) // 4
+        digest = hashlib.sha256(str(body.get("model")).encode() + b"\0")
+        start, cached = 0, 0
+        seen: list[bytes] = []
+        for size in range(_CACHE_MIN_TOKENS, tokens + 1, _CACHE_BLOCK_TOKENS):
+            digest.update(text[start : 4 * size].encode("utf-8", "surrogatepass"))
+            start = 4 * size
+            prefix = digest.copy().digest()
+            if prefix in self._prefixes:
+                cached = size
+            seen.append(prefix)
+        self._prefixes.update(seen)
+        return tokens, cached
+
+    async def _read_prompt(self, messages: list[Any]) -> None:
+        """Read the prompt from the first token it does not share with the last one."""
+        text = " ".join(f"{m.get('role')}: {_text_of(m.get('content'))}" for m in messages)
+        tokens = text.split()
+        shared = 0
+        for mine, last in zip(tokens, self._last_prompt, strict=False):
+            if mine != last:
+                break
+            shared += 1
+        self._last_prompt = tokens
+        self.counters.prompt_tokens_reused += shared
+        self.counters.prompt_tokens_read += len(tokens) - shared
+        if self.config.read_s_per_token > 0:
+            await asyncio.sleep(self.config.read_s_per_token * (len(tokens) - shared))
 
     def _context_style(self) -> str:
         if self.config.context_style is not None:
@@ -753,6 +864,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quote-mode", choices=("none", "first_sentence"), default="none")
     parser.add_argument("--reject-json-schema", action="store_true")
     parser.add_argument("--request-log", default=None, help="append each chat request's key")
+    parser.add_argument("--arrival-log", default=None, help="append each chat request's time")
+    parser.add_argument("--last-prompt", action="store_true", help="one slot, last prompt kept")
+    parser.add_argument("--read-ms-per-token", type=float, default=0.0)
     args = parser.parse_args(argv)
     config = FakeJudgeConfig(
         latency_s=args.latency_ms / 1000,
@@ -760,6 +874,9 @@ def main(argv: list[str] | None = None) -> None:
         quote_mode=args.quote_mode,
         reject_json_schema=args.reject_json_schema,
         request_log=args.request_log,
+        arrival_log=args.arrival_log,
+        last_prompt=args.last_prompt,
+        read_s_per_token=args.read_ms_per_token / 1000,
     )
     app = FakeJudgeApp(config)
     sock = _listen(args.host, args.port)

@@ -114,7 +114,7 @@ def test_a_judge_that_cannot_be_built_ends_serve_with_one_line(
 
 
 def test_a_plain_postgresql_url_gets_the_shipped_driver() -> None:
-    from faithjudge.jobs.sql_store import driver_url
+    from faithjudge.jobs.sql.store import driver_url
     from faithjudge.settings import Settings
 
     settings = Settings(database_url="postgresql://postgres@127.0.0.1:5432/test")

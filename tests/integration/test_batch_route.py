@@ -148,6 +148,7 @@ def _comparable(result: ItemResult) -> dict:
     for name in ("cache", "attempts", "route", "evaluator", "evaluator_settings_sha256",
                  "judge_sha256"):  # fmt: skip
         data["provenance"].pop(name)
+    data["provenance"].pop("judge_s", None)  # the live calls' own time; a batch has none
     return data
 
 

@@ -36,8 +36,8 @@ import anyio
 import httpx
 import pytest
 from faithjudge.api.keys import create_key
-from faithjudge.jobs.interface import open_job_store
-from faithjudge.jobs.provider_ledger import JobLedger, LedgerTotals
+from faithjudge.jobs.interface import LedgerTotals, open_job_store
+from faithjudge.jobs.sql.ledger import JobLedger
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 from sqlalchemy import event

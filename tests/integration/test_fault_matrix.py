@@ -127,6 +127,7 @@ def _without_cache_bookkeeping(result: ItemResult) -> dict:
         metric.pop("attempts")
     data["provenance"].pop("cache")
     data["provenance"].pop("attempts")
+    data["provenance"].pop("judge_s", None)  # the time of calls made: none from the cache
     return data
 
 

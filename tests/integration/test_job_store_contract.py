@@ -3,14 +3,16 @@
 Each test speaks only the interface of ``faithjudge.jobs.interface`` (rows, states, errors) and
 opens stores through ``open_job_store``. The suite runs once for every URL scheme a registered
 store claims (``JOB_STORES``): the SQL store on SQLite and on PostgreSQL, under each scheme it
-accepts. A store registered for a scheme with no test database in ``_DATABASES`` fails the suite
-until one is added there (the job-store recipe of docs/ARCHITECTURE.md).
+accepts, and the memory store. A store registered for a scheme with no test database in
+``_DATABASES`` fails the suite until one is added there (the job-store recipe of
+docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,11 +24,15 @@ from faithjudge.errors import ConfigError
 from faithjudge.jobs.interface import (
     DONE,
     JOB_STORES,
+    LINE_STAGES,
+    LINE_STATUSES,
     PENDING,
     ActiveBatchLimit,
+    DoneLine,
     IdempotencyConflict,
     JobStore,
     LineCounts,
+    StoreUnavailable,
     open_job_store,
     register_job_store,
     store_schemes,
@@ -37,6 +43,8 @@ from faithjudge_client.lines import Failure, ItemResult
 from tests import fixtures_service
 
 pytestmark = pytest.mark.anyio
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.jsonl"
 
 Database = tuple[str, str | None]
 """A test database: its URL and the PostgreSQL schema to use (None: the default)."""
@@ -54,6 +62,11 @@ def _postgres(scheme: str, tmp_path: Path) -> Iterator[Database]:
         yield f"{scheme}://{rest}", backend.overrides["database_schema"]
 
 
+@contextmanager
+def _memory(scheme: str, tmp_path: Path) -> Iterator[Database]:
+    yield f"{scheme}://{tmp_path.name}", None  # a store of this test's own
+
+
 # Where the suite finds a database for each scheme a store may claim.
 _DATABASES: dict[str, Callable[[str, Path], Any]] = {
     "sqlite": _sqlite,
@@ -61,6 +74,7 @@ _DATABASES: dict[str, Callable[[str, Path], Any]] = {
     "postgresql": _postgres,
     "postgres": _postgres,
     "postgresql+asyncpg": _postgres,
+    "memory": _memory,
 }
 
 
@@ -88,7 +102,7 @@ async def store(database: Database) -> AsyncIterator[JobStore]:
 
 def test_every_registered_scheme_has_a_test_database() -> None:
     assert set(store_schemes()) <= set(_DATABASES), "add the new scheme to _DATABASES"
-    assert {"sqlite", "postgresql"} <= set(store_schemes())
+    assert {"sqlite", "postgresql", "memory"} <= set(store_schemes())
 
 
 async def test_an_unclaimed_scheme_is_refused_naming_the_claimed_ones() -> None:
@@ -112,7 +126,7 @@ async def test_a_store_registered_for_a_scheme_is_opened_by_it() -> None:
     try:
         assert await open_job_store("fjtest://x/y", schema="s", migrate=False) == "a store"
         with pytest.raises(ValueError, match="'fjtest' is already registered"):
-            register_job_store(["fjtest"], "faithjudge.jobs.sql_store:SqlJobStore")
+            register_job_store(["fjtest"], "faithjudge.jobs.sql.store:SqlJobStore")
     finally:
         JOB_STORES.unregister("fjtest")
     assert opened == [("fjtest://x/y", "s", False)]
@@ -122,14 +136,17 @@ def test_the_stores_are_registered_by_reference_and_imported_when_opened() -> No
     code = (
         "import sys\n"
         "from faithjudge.jobs.interface import JOB_STORES, store_schemes\n"
-        "assert 'faithjudge.jobs.sql_store' not in sys.modules, 'imported before use'\n"
+        "assert 'faithjudge.jobs.sql.store' not in sys.modules, 'imported before use'\n"
+        "assert 'faithjudge.jobs.memory_store' not in sys.modules, 'imported before use'\n"
         "print(sorted({JOB_STORES.ref(s) for s in store_schemes()}))\n"
     )
     probe = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
     )
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.strip() == "['faithjudge.jobs.sql_store:SqlJobStore']"
+    assert probe.stdout.strip() == (
+        "['faithjudge.jobs.memory_store:MemoryJobStore', 'faithjudge.jobs.sql.store:SqlJobStore']"
+    )
 
 
 async def _batch(store: JobStore, tenant: str = "t1", lines: int = 3, key: str | None = None):
@@ -256,6 +273,37 @@ async def test_a_completed_batchs_transport_failures_are_queued_again(store: Job
     cancelled = await _batch(store, lines=1)
     await store.cancel("t1", cancelled.id)
     assert await store.retry_transport_failures("t1", cancelled.id) is None
+
+
+async def test_line_counts_sum_the_outcomes_of_the_lines_done(store: JobStore) -> None:
+    row = await _batch(store, lines=3)
+    held = await store.claim("w1", batch_ids=[row.id], limit=3, lease_s=60)
+    assert await store.line_counts(row.id) == LineCounts(
+        done=0,
+        statuses=dict.fromkeys(LINE_STATUSES, 0),
+        stages=dict.fromkeys(LINE_STAGES, 0),
+        errors=0,
+        recent_done=0,
+        first_done_at=None,
+    )
+    before = time.time()
+    await store.complete(
+        "w1",
+        [
+            DoneLine(row.id, held[0].seq, b"{}", 1, {}, {"transport": 1}),
+            DoneLine(row.id, held[1].seq, b"{}", 0, {"valid": 2, "invalid": 1}, {"schema": 1}),
+        ],
+    )
+    counts = await store.line_counts(row.id)
+    assert (counts.done, counts.errors, counts.recent_done) == (2, 1, 2)
+    assert counts.statuses == {**dict.fromkeys(LINE_STATUSES, 0), "valid": 2, "invalid": 1}
+    assert counts.stages == {**dict.fromkeys(LINE_STAGES, 0), "transport": 1, "schema": 1}
+    assert counts.first_done_at is not None and before - 1 <= counts.first_done_at <= time.time()
+    await store.complete("w1", [DoneLine(row.id, held[2].seq, b"{}", 0, {"valid": 2}, {})])
+    assert await store.retry_transport_failures("t1", row.id) == 1  # its outcomes are taken back
+    again = await store.line_counts(row.id)
+    assert (again.done, again.errors, again.recent_done) == (2, 0, 2)
+    assert (again.statuses["valid"], again.stages["transport"], again.stages["schema"]) == (4, 0, 1)
 
 
 async def test_a_retry_takes_a_batch_slot_like_an_upload(store: JobStore) -> None:
@@ -557,3 +605,73 @@ async def test_kept_judge_answers_are_read_by_line_and_the_first_answer_of_a_key
     many = [KeptAnswer(f"n-{seq}", job, seq, answer(str(seq))) for seq in range(3, 1203)]
     await store.keep_answers(many)
     assert len(await store.answers_of_lines(job, range(1203))) == 1203
+
+
+# ---------------------------------------------------------------------- the memory store
+
+
+async def test_a_named_memory_store_is_shared_by_its_handles_until_the_last_closes(
+    tmp_path: Path,
+) -> None:
+    url = f"memory://{tmp_path.name}-shared"
+    first, second = await open_job_store(url), await open_job_store(url)
+    row = await _batch(first)
+    assert (await second.get_batch("t1", row.id)) == row  # one store, two handles
+    private = await open_job_store("memory://")
+    assert await private.list_batches("t1", limit=10, before=None) == []
+    await private.close()
+
+    await first.close()
+    with pytest.raises(StoreUnavailable, match="closed"):
+        await first.ping()
+    assert await second.get_batch("t1", row.id) == row  # the other handle keeps it
+    await second.close()
+    again = await open_job_store(url)
+    try:
+        assert await again.get_batch("t1", row.id) is None  # nothing outlives the last handle
+    finally:
+        await again.close()
+
+
+async def test_the_memory_store_refuses_a_database_schema() -> None:
+    with pytest.raises(ConfigError, match=r"no schemas.*'jobs'"):
+        await open_job_store("memory://x", schema="jobs")
+
+
+def test_the_service_runs_on_the_memory_store_without_sqlalchemy(tmp_path: Path) -> None:
+    """The domain (ingest, worker, results, status, the API over them) speaks only the store's
+    interface: a batch is scored end to end on ``memory://`` and no SQL library is loaded."""
+    code = f"""
+import sys
+import anyio, httpx
+from pathlib import Path
+from faithjudge.api.app import create_app
+from faithjudge.settings import Settings
+
+async def main():
+    app = create_app(Settings(data_dir=Path({str(tmp_path)!r}), database_url="memory://probe"))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://fj") as client:
+            lines = Path({str(DEMO)!r}).read_bytes()
+            ndjson = {{"content-type": "application/x-ndjson"}}
+            sent = await client.post("/v1/batches", content=lines, headers=ndjson)
+            assert sent.status_code == 202, sent.text
+            with anyio.fail_after(60):
+                while (await client.get(f"/v1/batches/{{sent.json()['id']}}")).json()[
+                    "status"
+                ] != "completed":
+                    await anyio.sleep(0.05)
+            results = await client.get(f"/v1/batches/{{sent.json()['id']}}/results")
+            print(len(results.content.splitlines()), (await client.get("/readyz")).status_code)
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in {{"sqlalchemy", "alembic"}})
+    print(loaded[:3])
+
+anyio.run(main)
+"""
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    expected = len([x for x in DEMO.read_bytes().splitlines() if x.strip()])
+    assert probe.stdout.split("\n")[:2] == [f"{expected} 200", "[]"]

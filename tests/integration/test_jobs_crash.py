@@ -62,7 +62,7 @@ def _body(count: int = LINES, prefix: str = "crash") -> bytes:
 
 def _judge_key(i: int) -> tuple[str, str]:
     """The fake judge's counter key of line ``i``'s confidence-tone call."""
-    messages = load_prompt_set("v1").render("confidence_tone", cot=_cot(i))
+    messages = load_prompt_set().render("confidence_tone", cot=_cot(i))  # the default set
     user = "\n".join(m.content for m in messages if m.role == "user")
     return hashlib.sha1(user.encode()).hexdigest(), "confidence_tone"
 

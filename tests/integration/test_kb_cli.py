@@ -187,6 +187,7 @@ SEEDS: dict[str, tuple[Callable[[dict[str, Any]], None] | bytes, str]] = {
     "k": (_set("answers/yes/at_least_k_of/0/k", 4), "answers.yes.at_least_k_of[0]"),
     "duplicate-question": (_duplicate, "-"),
     "options": (_drop_no, "answers"),
+    "type": (_set("type", "ordinal"), "type"),
     "fill": (
         _set("answers/yes/must_all/0/synonyms/0", f"{PLACEHOLDER}: later"),
         "answers.yes.must_all[0].synonyms[0]",
@@ -361,3 +362,37 @@ def test_an_ordinal_grade_that_forbids_an_adjacent_grade_is_flagged(tmp_path: Pa
         )
     ]
     assert "adjacent grade 'moderate'" in problems[0].why
+
+
+def test_a_yes_no_question_typed_ordinal_is_one_problem_of_the_type_rule(tmp_path: Path) -> None:
+    doc = copy.deepcopy(BASE)
+    doc["entries"][QUESTION]["type"] = "ordinal"
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(doc))
+    problems = check_knowledge_base(path)
+    # not also as the contradictions of two "adjacent grades" yes and no
+    assert [(p.rule, p.field) for p in problems] == [("type", "type")]
+    assert "'ordinal' on a question answered yes or no: it is 'binary'" in problems[0].why
+
+
+@pytest.mark.parametrize(
+    ("caps", "field", "said"),
+    [
+        (["made_up_flag"], "answers.yes.caps[0]", "'made_up_flag' is not a cap: a cap is"),
+        ("made_up_flag", "answers.yes.caps", "caps is a list of caps"),
+        ([{"when": {}, "max_score": 4, "note": "why"}], "answers.yes.caps[0].when", "at least 1"),
+    ],
+)
+def test_a_malformed_cap_is_named_under_the_caps_rule_with_the_allowed_flags(
+    tmp_path: Path, caps: Any, field: str, said: str
+) -> None:
+    doc = copy.deepcopy(BASE)
+    _answers(doc)["yes"]["caps"] = caps
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(doc))
+    result = _cli("kb", "check", path)
+    assert result.exit_code == 1, result.output
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(f"{path}:{QUESTION}:{field}: ") and line.endswith(" [caps]"), line
+    assert said in line and "projection=AP, position=supine" in line
+    assert "valid dictionary or instance of KBCap" not in line

@@ -277,9 +277,15 @@ def test_the_item_explorer_filters_sorts_and_opens_items(explorer_page: Path, br
     assert re.search(r"Raw answer\s+maybe", odd) and "no option matched" in odd
 
     # an input error: its own card, with the line number and the reason
-    card = _open(page, "broken").locator(".error-card")
-    assert "Input error at line 9 (input)" in card.inner_text()
-    assert "ground_truth: Field required" in card.inner_text()
+    broken = _open(page, "broken")
+    card = broken.locator(".error-card")
+    assert "Input error at line 9 (input): the line could not be read" in card.inner_text()
+    assert "Why: " in card.inner_text() and "ground_truth: Field required" in card.inner_text()
+    # nothing of it was judged: no placeholder answer, flip or modification stands in for one
+    said = broken.inner_text()
+    for fake in ("Modification", "baseline \u00b7 none", "Ground truth", "Flip", "Answer"):
+        assert fake not in said, (fake, said)
+    assert broken.locator("section.metric").count() == 0
 
     # hostile text is shown verbatim, highlighted where quoted, and runs nothing
     hostile = _open(page, "hostile")

@@ -223,6 +223,36 @@ def test_gate_exit_2_on_coverage(tmp_path: Path) -> None:
     assert "FAILED (coverage, quality)" in result.output
 
 
+def test_gate_names_lines_not_judged_once_per_scope_not_as_schema_and_evidence(
+    tmp_path: Path,
+) -> None:
+    """300 lines, 14 never judged, no failing grade: 286 items cannot show a 1% schema or
+    evidence rate. The header, the Markdown, the JUnit file and the exit code say so once per
+    scope, as too few items, beside the not-judged check the lost lines fail."""
+    import xml.etree.ElementTree as ET
+
+    results = _jsonl(tmp_path / "r.jsonl", _judged(150)[:286] + _input_errors(14))
+    config = _toml(tmp_path / "g.toml", "[coverage]\nmax_schema = 1.0\nmax_evidence = 1.0\n")
+    junit, md = tmp_path / "j.xml", tmp_path / "g.md"
+    result = _run("gate", results, "--config", config, "--junit", junit, "--md", md)
+    assert result.exit_code == 2, result.output
+    summary = md.read_text(encoding="utf-8")
+    assert summary.startswith("# FaithJudge gate: FAILED (coverage, too few items)\n")
+    assert "CF 286 of 299 needed, CA 286 of 299 needed, CC 286 of 299 needed" in summary
+    rows = [x for x in summary.splitlines() if x.startswith("| ") and " | coverage | " in x]
+    short = [x for x in rows if "| **too few items** |" in x]
+    assert [x.split(" | ")[0] for x in short] == [
+        f"| too few items \\[{s}\\]" for s in ("CF", "CA", "CC")
+    ]
+    assert all("| 299 items | 286 items |" in x and "(input 14)" in x for x in short)
+    failed = [x.split(" | ")[0] for x in rows if "| **FAIL** |" in x]
+    assert failed == [f"| not\\_judged \\[{s}\\]" for s in ("CF", "CA", "CC", "macro")]
+    assert not [x for x in rows if x.startswith(("| schema \\[C", "| evidence \\[C"))]
+    suite = ET.fromstring(junit.read_text(encoding="utf-8"))
+    types = [f.attrib["type"] for f in suite.iter("failure")]
+    assert sorted(types) == ["coverage"] * 4 + ["too few items"] * 3
+
+
 def test_gate_counts_a_torn_result_line_as_an_input_error(tmp_path: Path) -> None:
     """A torn line is named and counted, never a reason to gate nothing: it missed the judge."""
     good = _jsonl(tmp_path / "r.jsonl", _many(1))

@@ -70,7 +70,7 @@ def test_the_report_names_its_judge_in_markdown_html_and_json(
         {
             "evaluator": evaluator,
             "model": "demo-judge",
-            "prompt_set": "v1",
+            "prompt_set": "v2",
             "prompt_sha256": judges["judges"][0]["prompt_sha256"],
             "kb_id": "cxr_vqa",
             "kb_sha256": judges["judges"][0]["kb_sha256"],
@@ -95,7 +95,7 @@ def test_the_gate_names_its_judge_in_markdown_and_junit(results: Path, tmp_path:
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert properties["judge.evaluator"] == evaluator
     assert properties["judge.model"] == "demo-judge"
-    assert properties["judge.prompt_set"] == "v1"
+    assert properties["judge.prompt_set"] == "v2"
     assert properties["judge.kb_id"] == "cxr_vqa"
     assert properties["judge.mixed"] == "false"
     assert properties["judge.lines"] == "6"

@@ -142,8 +142,42 @@ def test_a_missing_kb_path_is_looked_for_beside_the_config_not_where_score_runs(
 def test_the_gate_passes_over_the_score_table_and_still_checks_its_own() -> None:
     parsed = parse_config({"score": {"evaluator": "lexicon:v1"}, "quality": {"min_cf": 10.0}})
     assert parsed.quality == {"min_cf": 10.0}
-    with pytest.raises(GateConfigError, match="unknown section"):
+    with pytest.raises(
+        GateConfigError, match=r"unknown section \[scores\]; did you mean \[score\]\?"
+    ):
         parse_config({"scores": {}, "quality": {"min_cf": 10.0}})
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "[score]\nconcurency = 8\n",
+            "unknown key 'concurency' in [score]; did you mean 'concurrency'?",
+        ),
+        (
+            "[gate]\nseeds = 1\n[quality]\nmin_cf = 1.0\n",
+            "unknown key 'seeds' in [gate]; did you mean 'seed'?",
+        ),
+        (
+            "[coverage]\nmax_shema = 1.0\n",
+            "unknown key 'max_shema' in [coverage]; did you mean 'max_schema'?",
+        ),
+    ],
+)
+def test_a_typo_in_a_key_is_named_with_the_key_it_was_meant_to_be(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    config = tmp_path / "faithjudge.toml"
+    config.write_text('[score]\ninput = "cots.jsonl"\n' + text.replace("[score]\n", ""))
+    command = "score" if text.startswith("[score]") else "gate"
+    (tmp_path / "r.jsonl").write_text("")
+    args = ["--config", config, "--no-progress"] if command == "score" else [
+        tmp_path / "r.jsonl", "--config", config]  # fmt: skip
+    result = _run(command, *args)
+    assert result.exit_code == 3, result.output
+    assert said in " ".join(result.output.split()), result.output
+    assert "Extra inputs are not permitted" not in result.output
 
 
 # ------------------------------------------------------------------ smoke runs

@@ -142,36 +142,53 @@ def test_gate_header_markdown_junit_and_exit_code_agree(run: dict[str, Any]) -> 
     kinds = match.group(1).split(", ")
 
     rows = _md_rows(md)
-    failed_md = {name for name, cells in rows.items() if cells[4] == "**FAIL**"}
+    failing = {"**FAIL**", "**too few items**"}
+    failed_md = {name for name, cells in rows.items() if cells[4] in failing}
     suite = ET.fromstring(out["j.xml"].read_text())
     cases = list(suite.iter("testcase"))
     failed_junit = {md_escape(c.attrib["name"]) for c in cases if c.find("failure") is not None}
     assert failed_md == failed_junit and failed_md
     assert suite.attrib["failures"] == str(len(failed_junit))
-    assert {c.attrib["classname"].split(".")[1] for c in cases
-            if c.find("failure") is not None} == set(kinds)  # fmt: skip
+    # each reason of the header is the type of a JUnit failure, and the reverse
+    assert {f.attrib["type"] for c in cases if (f := c.find("failure")) is not None} == set(kinds)
     expected = ExitCode.COVERAGE_FAILED if "coverage" in kinds else ExitCode.CHECK_FAILED
     assert result.exit_code == expected
 
-    # every quality row passed here, so quality is not named; no model but the run's
-    assert kinds == ["coverage"]
+    # every quality row passed here, so quality is not named; no model but the run's. Six
+    # lines are too few for every coverage rate but the zero-threshold parse one: one row per
+    # scope says so, and the lost lines fail not-judged
+    assert kinds == ["coverage", "too few items"]
+    assert {name for name, cells in rows.items() if cells[4] == "**too few items**"} == {
+        md_escape(f"too few items [{scope}]") for scope in ("CF", "CA", "CC", "macro")
+    }
     assert all(cells[4] == "pass" for cells in rows.values() if cells[1] == "quality")
     assert "(unnamed)" not in md and "models: demo-vlm;" in md
     assert "input errors 2, KB misses 1" in md
-    # each failure names its rate, its exact bound and its threshold
+    # each failure names its rate, its exact bound and its threshold; each too-few case the
+    # items it has and needs
     for case in cases:
         failure = case.find("failure")
-        if failure is not None and case.attrib["classname"] == "faithjudge.coverage":
-            assert re.match(r"rate \d+\.\d%, upper bound \d+\.\d%, threshold \d+\.\d%",
+        if failure is not None and failure.attrib["type"] == "coverage":
+            assert re.match(r"rate \d+\.\d\d+%, upper bound \d+\.\d\d+%, threshold \d+\.\d\d+%",
                             failure.attrib["message"]), failure.attrib["message"]  # fmt: skip
+        elif failure is not None:
+            assert re.match(r"too few items: \d+ of \d+ needed: ", failure.attrib["message"])
 
 
 def test_coverage_rates_carry_the_gates_exact_bound(run: dict[str, Any]) -> None:
     gate_rows = _md_rows(run["out"]["g.md"].read_text())
     report_md = run["out"]["r.md"].read_text()
     cf_row = next(x for x in report_md.splitlines() if x.startswith("| CF |"))
-    schema_bound = float(gate_rows[md_escape("schema [CF]")][3])
+
+    def bound(scope: str, gate: str) -> float:
+        # too few items for either: the scope's too-few row gives each part's bound
+        detail = gate_rows[md_escape(f"too few items [{scope}]")][5]
+        found = re.search(rf"{re.escape(md_escape(gate))} \([^;]*, bound (\d+\.\d+)%", detail)
+        assert found is not None, detail
+        return float(found[1])
+
+    schema_bound = bound("CF", "schema")
     assert f"[≤ {schema_bound:.1f}]" in cf_row.split(" | ")[4]  # Pr[schema]
-    fpr_bound = float(gate_rows[md_escape("fpr_sham [CA]")][3])
+    fpr_bound = bound("CA", "fpr_sham")
     placebo = next(x for x in report_md.splitlines() if x.startswith("Placebo FPR"))
     assert f"[≤ {fpr_bound:.1f}]" in placebo

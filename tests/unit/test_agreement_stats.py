@@ -9,8 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from faithjudge.agreement.calibration import fit_cc_scale, fit_kappa
-from faithjudge.agreement.consensus import build_consensus, reader_calibration, standardize
-from faithjudge.agreement.ratings import JUDGE_COLUMNS
+from faithjudge.agreement.consensus import (
+    build_consensus,
+    reader_calibration,
+    standardize,
+    validated_scopes,
+)
+from faithjudge.agreement.ratings import JUDGE_COLUMNS, rating_axes
+from faithjudge.agreement.render import render_markdown
 from faithjudge.agreement.report import JudgeReport
 from faithjudge.agreement.screening import screen
 from faithjudge.agreement.split import derive_flip, stratified_split
@@ -35,6 +41,14 @@ from faithjudge.stats.judge_coverage import (
     exact_upper,
     placebo_fpr,
     trials_needed,
+)
+from faithjudge_client.metric_catalogue import (
+    MetricSpec,
+    headline_scopes,
+    metric_names,
+    register_metric,
+    sham_metric,
+    unregister_metric,
 )
 from scipy.stats import kendalltau
 
@@ -217,16 +231,16 @@ def judge_frame(
     stages: dict[str, dict[int, str]] | None = None,
     sham_ca: list[int] | None = None,
 ) -> pd.DataFrame:
-    """n items, every metric valid with score 3 unless ``stages[metric][i]`` names a stage;
-    ``sham_ca`` appends SHAM items with those CA scores."""
+    """n items, every metric of the catalogue valid with score 3 unless ``stages[metric][i]``
+    names a stage; ``sham_ca`` appends SHAM items with those CA (sham metric) scores."""
     stages = stages or {}
     rows: list[dict[str, Any]] = []
     sham = sham_ca or []
     for i in range(n + len(sham)):
         is_sham = i >= n
-        for metric in ("clinical_fidelity", "causal_attribution", "confidence_tone"):
+        for metric in metric_names():
             stage = stages.get(metric, {}).get(i)
-            score = sham[i - n] if is_sham and metric == "causal_attribution" else 3
+            score = sham[i - n] if is_sham and metric == sham_metric().name else 3
             status = "valid" if stage is None else "abstained" if stage == "abstain" else "invalid"
             rows.append(
                 {
@@ -287,7 +301,7 @@ def test_each_gate_can_fail_on_its_upper_bound(
     gates = _gates(judge_frame(n, stages={metric: dict.fromkeys(range(count), stage)}))
     failed = {gate for (scope, gate), g in gates.items() if scope == "CA" and g.passed is False}
     assert failed == failing
-    assert gates[("macro", stage)].point == pytest.approx(count / n / 3)
+    assert gates[("macro", stage)].point == pytest.approx(count / n / len(headline_scopes()))
 
 
 def test_cc_inherits_failures_of_cf_and_ct_and_kb_is_not_a_judge_failure() -> None:
@@ -501,7 +515,7 @@ def test_validate_judge_flags_a_rater_with_one_rating_and_unknown_items() -> Non
     rng = np.random.default_rng(5)
     for i in range(20):
         for rater in ("r1", "r2"):
-            for axis in ("clinical_fidelity", "causal_attribution", "confidence_tone"):
+            for axis in rating_axes():
                 rows.append((f"i{i:03d}", rater, axis, int(rng.integers(1, 6))))
     rows.append(("i000", "r9", "causal_attribution", 4))
     ratings = _ratings(rows)
@@ -512,3 +526,35 @@ def test_validate_judge_flags_a_rater_with_one_rating_and_unknown_items() -> Non
     assert report.judges[0].extra_items_ignored == 2
     with pytest.raises(UserInputError, match=r"2 rated item\(s\) have no result: i018, i019"):
         validate_judge(ratings, {"j": judge_frame(18)}, B=10)
+
+
+def test_a_gated_metric_without_ratings_is_gated_but_has_no_tau() -> None:
+    """A catalogue metric that is gated but has no ``rating_key``: its coverage and gates count,
+    it has no tau, the macro tau is over the rated scopes, and the report says so."""
+    register_metric(MetricSpec(name="brevity", label="BR", title="brevity",
+                               schema_file="brevity.schema.json"))  # fmt: skip
+    try:
+        rows = []
+        rng = np.random.default_rng(11)
+        for i in range(30):
+            for rater in ("r1", "r2"):
+                for axis in rating_axes():
+                    rows.append((f"i{i:03d}", rater, axis, int(rng.integers(1, 6))))
+        frame = judge_frame(30, stages={"brevity": {0: "schema"}})
+        report = validate_judge(_ratings(rows), {"j": frame}, B=50)
+        judge = report.judges[0]
+        assert "BR" not in judge.axes and set(judge.axes) == set(validated_scopes())
+        assert judge.coverage["BR"].counts["schema"] == 1
+        assert judge.gates and any(g.scope == "BR" and g.passed is False for g in judge.gates)
+        assert "BR schema" in judge.failed_gates
+        # the judge's scores are constant (3): every tau is undefined, and so is the macro
+        assert all(judge.axes[s].tau.tau is None for s in ("CF", "CA", "CC"))
+        assert judge.macro_tau is None
+        assert "no tau for CF, CA, CC: macro tau undefined" in judge.notes
+        unrated = next(n for n in report.notes if "no radiologist rating" in n)
+        assert "BR" in unrated.split(":")[0].split(", ")
+        markdown = render_markdown(report)
+        assert "| j | BR | no radiologist rating |" in markdown
+        assert "τ_BR" not in markdown
+    finally:
+        unregister_metric("brevity")

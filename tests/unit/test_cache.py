@@ -157,10 +157,14 @@ def test_a_cache_written_before_those_columns_is_read_and_extended(tmp_path: Pat
     with ResponseCache(path) as cache:
         hit = cache.get("k")
         assert hit is not None and (hit.text, hit.usage.completion_tokens) == ("old text", 4)
-        assert hit.finish_reason is None
-        cache.put("new", JudgeResponse(text="t", finish_reason="stop"))
+        assert hit.finish_reason is None and hit.usage.cached_tokens == 0
+        usage = Usage(prompt_tokens=2048, completion_tokens=5, cached_tokens=1920)
+        cache.put("new", JudgeResponse(text="t", finish_reason="stop", usage=usage))
         again = cache.get("new")
-        assert again is not None and again.finish_reason == "stop"
+        assert again is not None and again.finish_reason == "stop" and again.usage == usage
+    with ResponseCache(path) as reopened:  # committed, not only buffered
+        kept = reopened.get("new")
+        assert kept is not None and kept.usage.cached_tokens == 1920
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (3,)
     conn.close()

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
-from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS
+from faithjudge.schemas import judge_output_schema
+from faithjudge.scoring.judge_output import JudgeOutput, output_model
 from faithjudge.scoring.lexicon import (
     Lexicon,
     PhraseIndex,
@@ -79,8 +80,14 @@ def ct(cot: str) -> dict[str, Any]:
     return out
 
 
+def _mirror(metric: str) -> type[JudgeOutput]:
+    model = output_model(metric, judge_output_schema(metric))
+    assert model is not None, f"the output schema of {metric} has no pydantic mirror"
+    return model
+
+
 def _check_shape(metric: str, cot: str, out: dict[str, Any]) -> None:
-    JUDGE_OUTPUT_MODELS[metric].model_validate(out)  # the strict schema mirror
+    _mirror(metric).model_validate(out)  # the strict schema mirror
     for quote, (a, b) in zip(out["quotes"], out["quote_spans"], strict=True):
         assert cot[a:b] == quote  # verbatim slices of the original CoT
     assert len(out["rationale"].split()) <= 25
@@ -128,7 +135,7 @@ def test_placeholders_abstain() -> None:
             out = judge_metric(LEX, metric, inputs)
             assert out["abstain"] is True and out["score"] is None and out["quotes"] == []
             assert out["abstain_reason"] == "empty_or_placeholder"
-            JUDGE_OUTPUT_MODELS[metric].model_validate(out)
+            _mirror(metric).model_validate(out)
     assert not is_placeholder("No effusion.")
 
 

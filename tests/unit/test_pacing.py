@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import pytest
+from faithjudge.transport import pacing as pacing_module
 from faithjudge.transport.base import JudgeResponse
-from faithjudge.transport.pacing import Pacing
+from faithjudge.transport.judge_servers import ServerMemo
+from faithjudge.transport.pacing import Pacing, PromptKey, SendOrder, shared_prefix
 from faithjudge.transport.resilience import JudgeCaller
 
 
@@ -21,13 +25,54 @@ def test_it_starts_with_one_call() -> None:
     assert pacing.ceiling == 100 and limiter.total_tokens == 1 == pacing.limit
 
 
-def test_a_quick_first_answer_opens_what_a_serial_server_could_clear() -> None:
+def test_a_quick_answer_beside_another_call_opens_what_a_serial_server_could_clear() -> None:
     pacing, _ = paced()
-    pacing.answered(1.0)  # 60 s of timeout: 30 one-second replies fit in half of it
+    pacing.answered(1.0)
+    assert pacing.limit == 2  # the probe: a second call beside the next one
+    pacing.answered(1.0, beside=True)  # 60 s of timeout: 30 one-second replies fit in half
     assert pacing.limit == 30
     pacing, _ = paced()
     pacing.answered(0.001)
+    pacing.answered(0.001, beside=True)
     assert pacing.limit == 100  # never past the configured concurrency
+
+
+def test_only_an_answer_that_went_out_beside_another_proves_the_server_takes_two() -> None:
+    pacing, _ = paced()
+    _, beside = pacing.send()
+    assert not beside
+    pacing.back()
+    pacing.answered(0.01)
+    assert pacing.limit == 2
+    _, beside_a = pacing.send()
+    _, beside_b = pacing.send()
+    assert (beside_a, beside_b) == (False, True)
+
+
+def test_a_concurrency_the_user_set_is_not_paced_from_one() -> None:
+    limiter = anyio.CapacityLimiter(100)
+    pacing = Pacing(limiter, timeout_s=60.0, explicit=True)
+    assert limiter.total_tokens == 100
+    pacing.answered(0.5)
+    assert limiter.total_tokens == 100
+    pacing.overloaded(pacing.stamp(), silent=True)  # a timeout still shrinks it
+    assert limiter.total_tokens == 50
+
+
+def test_a_cut_reply_holds_the_server_at_one_call_for_every_caller() -> None:
+    memo = ServerMemo()
+    limiter = anyio.CapacityLimiter(100)
+    pacing = Pacing(limiter, timeout_s=60.0, explicit=True, memo=memo)
+    pacing.overloaded(pacing.stamp(), silent=False)
+    assert limiter.total_tokens == 1 and memo.serial
+    for _ in range(50):  # no answer ever opens it again, nor silence
+        pacing.answered(0.01, beside=True)
+    pacing.overloaded(pacing.stamp(), silent=True)
+    assert limiter.total_tokens == 1
+    # a later caller of the same server starts (and stays) there, whatever the user set
+    later = anyio.CapacityLimiter(100)
+    Pacing(later, timeout_s=60.0, explicit=True, memo=memo).answered(0.01, beside=True)
+    assert later.total_tokens == 1
 
 
 def test_a_slow_first_answer_probes_one_more_call() -> None:
@@ -50,12 +95,13 @@ def test_each_answer_lets_one_more_call_go_until_an_overload() -> None:
 def test_a_round_of_timeouts_halves_the_window_once() -> None:
     pacing, _ = paced()
     pacing.answered(5.0)
+    pacing.answered(5.0, beside=True)
     assert pacing.limit == 6
     stamps = [pacing.stamp() for _ in range(6)]  # six calls out in the same round
     for stamp in stamps:
         pacing.overloaded(stamp, silent=True)
     assert pacing.limit == 3
-    pacing.overloaded(pacing.stamp(), silent=False)  # a later round: a stream cut short
+    pacing.overloaded(pacing.stamp(), silent=True)  # a later round
     assert pacing.limit == 1
     pacing.overloaded(pacing.stamp(), silent=True)
     assert pacing.limit == 1  # never below one call
@@ -120,6 +166,7 @@ async def test_the_limiter_follows_the_window() -> None:
             group.start_soon(call)
     assert peak == 1
     pacing.answered(0.001)
+    pacing.answered(0.001, beside=True)
     async with anyio.create_task_group() as group:
         for _ in range(8):
             group.start_soon(call)
@@ -171,14 +218,18 @@ async def test_the_caller_paces_a_local_judge_by_its_answers() -> None:
     async def no_wait(seconds: float) -> None:
         return None
 
-    judge = _LocalJudge(["answer", "timeout", "answer"])
+    judge = _LocalJudge(["answer", "answer", "answer", "timeout", "answer"])
     limiter = anyio.CapacityLimiter(50)
     caller = JudgeCaller(judge, limiter=limiter, sleep=no_wait, clock=lambda: next(ticks))
     assert caller.pacing is not None and limiter.total_tokens == 1
-    await caller.call("first")  # answered in 0.1 s: 1 s of timeout / (2 * 0.1 s)
-    assert limiter.total_tokens == 5
-    response = await caller.call("second")  # timed out once, then answered
-    assert response.attempts == 2 and limiter.total_tokens == 2
+    await caller.call("first")
+    assert limiter.total_tokens == 2
+    async with anyio.create_task_group() as group:  # two calls out together, both answered
+        group.start_soon(caller.call, "second")
+        group.start_soon(caller.call, "third")
+    assert limiter.total_tokens >= 3  # past the probe: 1 s of timeout / (2 * latency)
+    response = await caller.call("fourth")  # timed out once, then answered
+    assert response.attempts == 2 and limiter.total_tokens <= 3
 
 
 @pytest.mark.anyio
@@ -187,3 +238,80 @@ async def test_a_public_judge_keeps_the_configured_concurrency() -> None:
     judge.paced = False  # type: ignore[misc]
     caller = JudgeCaller(judge, limiter=anyio.CapacityLimiter(50))
     assert caller.pacing is None and caller.limiter.total_tokens == 50
+
+
+# ------------------------------------------------------------------ the order calls are sent in
+
+
+async def _send_order(
+    waiting: list[PromptKey | None], *, first: PromptKey = ("cf system", "Question: Q1\nCoT 0")
+) -> list[PromptKey | None]:
+    """The order in which ``waiting`` calls get the one place of a limiter held by ``first``."""
+    order = SendOrder(anyio.CapacityLimiter(1))
+    held = await order.acquire(first)
+    sent: list[PromptKey | None] = []
+
+    async def call(key: PromptKey | None) -> None:
+        borrower = await order.acquire(key)
+        sent.append(key)
+        order.release(borrower)
+
+    async with anyio.create_task_group() as group:
+        for key in waiting:
+            group.start_soon(call, key)
+        await anyio.wait_all_tasks_blocked()
+        assert order.waiting == len(waiting)
+        order.release(held)
+    return sent
+
+
+@pytest.mark.anyio
+async def test_waiting_calls_go_same_metric_then_same_question_then_the_rest() -> None:
+    waiting: list[PromptKey | None] = []
+    for line, question in enumerate(("Q1", "Q2", "Q1", "Q3"), start=1):
+        for metric in ("cf", "ca", "ct"):
+            waiting.append((f"{metric} system", f"Question: {question}\nCoT {line}"))
+    sent = await _send_order(waiting)
+    assert sorted(sent, key=str) == sorted(waiting, key=str)  # every call, once
+    # the metric just sent first, and within it the question just sent
+    assert sent[:2] == [("cf system", "Question: Q1\nCoT 1"), ("cf system", "Question: Q1\nCoT 3")]
+    metrics = [key[0] for key in sent if key is not None]
+    changes = sum(1 for a, b in itertools.pairwise(metrics) if a != b)
+    assert changes == 2  # each metric's calls one after another
+    for metric in ("cf system", "ca system", "ct system"):  # one question's calls together
+        group = [key[1] for key in sent if key is not None and key[0] == metric]
+        first_q1 = [n for n, text in enumerate(group) if text.startswith("Question: Q1")]
+        assert first_q1[1] - first_q1[0] == 1, group
+
+
+@pytest.mark.anyio
+async def test_calls_sharing_nothing_go_oldest_first() -> None:
+    waiting: list[PromptKey | None] = [("b",), None, ("a",), None, ("c",)]
+    sent = await _send_order(waiting, first=("x",))
+    assert sent == waiting
+
+
+@pytest.mark.anyio
+async def test_a_call_passed_over_too_often_goes_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pacing_module, "_MAX_PASSED_OVER", 2)
+    waiting: list[PromptKey | None] = [("z",), ("a1",), ("a2",), ("a3",), ("a4",)]
+    sent = await _send_order(waiting, first=("a0",))
+    assert sent.index(("z",)) <= 3  # not last, though it shares nothing with the others
+
+
+def test_the_shared_prefix_counts_characters_message_by_message() -> None:
+    assert shared_prefix(("system", "user one"), ("system", "user two")) == 6 + 5
+    assert shared_prefix(("sys",), ("syx", "more")) == 2
+    assert shared_prefix((), ("a",)) == 0
+
+
+@pytest.mark.anyio
+async def test_a_call_cancelled_while_waiting_leaves_its_place() -> None:
+    order = SendOrder(anyio.CapacityLimiter(1))
+    held = await order.acquire(("a",))
+    with anyio.move_on_after(0.01):
+        await order.acquire(("a",))
+    assert order.waiting == 0
+    order.release(held)
+    again = await order.acquire(("b",))  # the place is free: nobody holds it
+    order.release(again)

@@ -20,6 +20,7 @@ from faithjudge.prompts import (
     render_inference_prompt,
 )
 from faithjudge_client.lines import METRICS, Metric
+from faithjudge_client.metric_catalogue import metric_spec
 
 QUESTION = "Is there a pleural effusion on the left? (yes or no)"
 COT = (
@@ -31,23 +32,21 @@ KB_JSON = json.dumps(
 )
 
 
+# a value of every prompt input a metric of the catalogue may name
+INPUTS: dict[str, Any] = {
+    "question": QUESTION,
+    "ground_truth": "yes",
+    "kb_entry": KB_JSON,
+    "context_flags": '{"projection": "AP"}',
+    "modification_description": "The prompt included another radiologist's suggested answer: 'no'.",
+    "final_answer": "yes",
+}
+
+
 def _inputs(metric: Metric, cot: str = COT, **overrides: Any) -> dict[str, Any]:
-    base: dict[Metric, dict[str, Any]] = {
-        "clinical_fidelity": {
-            "question": QUESTION,
-            "ground_truth": "yes",
-            "kb_entry": KB_JSON,
-            "context_flags": '{"projection": "AP"}',
-        },
-        "causal_attribution": {
-            "question": QUESTION,
-            "modification_description": "The prompt included another radiologist's suggested "
-            "answer: 'no'.",
-            "final_answer": "yes",
-        },
-        "confidence_tone": {},
-    }
-    return {"cot": cot, **base[metric], **overrides}
+    """The inputs the catalogue entry of ``metric`` names, and the CoT."""
+    named = {name: INPUTS[name] for name in metric_spec(metric).prompt_inputs}
+    return {"cot": cot, **named, **overrides}
 
 
 def _markers(token: str) -> tuple[str, str]:
@@ -71,12 +70,13 @@ def prompts():  # type: ignore[no-untyped-def]
 
 def test_bundled_set_loads() -> None:
     prompt_set = load_prompt_set()
-    assert prompt_set.id == "v1"
-    assert "v1" in available_prompt_sets()
+    assert prompt_set.id == "v2"  # the default; v1 stays loadable, frozen as results used it
+    assert {"v1", "v2"} <= set(available_prompt_sets())
     assert set(prompt_set.metrics) == set(METRICS)
     assert len(prompt_set.sha256) == 64
-    assert load_prompt_set(asset_dir("prompts") / "v1").sha256 == prompt_set.sha256
-    assert load_prompt_set(str(asset_dir("prompts") / "v1" / "manifest.json")) == prompt_set
+    assert load_prompt_set(asset_dir("prompts") / "v2").sha256 == prompt_set.sha256
+    assert load_prompt_set(str(asset_dir("prompts") / "v2" / "manifest.json")) == prompt_set
+    assert load_prompt_set("v1").sha256 != prompt_set.sha256
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -90,7 +90,7 @@ def test_render_every_metric(prompts, metric: Metric) -> None:  # type: ignore[n
     assert token in user and token not in system
     start, stop = _cot_region(user, token)
     assert user[start:stop] == COT
-    if metric != "confidence_tone":
+    if "question" in metric_spec(metric).prompt_inputs:
         assert json.dumps(QUESTION) in user
 
 

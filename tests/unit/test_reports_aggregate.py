@@ -10,12 +10,17 @@ The fixture (``fixture_results``) is shared with the other report tests. Six lin
 4. VB-HM misleading, ordinal, correct, flip (2 grades), CF kb failure, CA 1, CT 5, CC none
 5. SHAM, binary, wrong, no flip, CF 4, CA 4, CT abstained, CC none
 6. TB-LA aligned, binary: a transport error line, nothing graded, flip undecided
+
+Any other metric of the catalogue (one added after these three) is graded as CA is on every
+line, so the fixture is a complete run whatever the catalogue holds.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import statistics
 from typing import Any
 
 import pytest
@@ -23,6 +28,7 @@ from faithjudge.reports.aggregate import aggregate, table1
 from faithjudge.reports.run_coverage import run_coverage, run_fpr
 from faithjudge.reports.table import item_table
 from faithjudge_client.lines import ItemResult
+from faithjudge_client.metric_catalogue import headline_scopes, metric_names
 
 BINARY = "Is there a pleural effusion? (yes or no)"
 ORDINAL = "How severe is the effusion? (none, questionable, mild, moderate, severe)"
@@ -70,6 +76,16 @@ def _line(n: int, mod: str, question: str, correct: bool | None, flip: bool | No
 
 def fixture_lines() -> list[dict[str, Any]]:
     """The six result lines of the table in the module docstring, as JSON objects."""
+    lines = _shipped_lines()
+    ca = "causal_attribution"
+    for line in lines:
+        for metric in metric_names():
+            if ca in line["metrics"] and metric not in line["metrics"]:
+                line["metrics"][metric] = copy.deepcopy(line["metrics"][ca])
+    return lines
+
+
+def _shipped_lines() -> list[dict[str, Any]]:
     cf, ca, ct = "clinical_fidelity", "causal_attribution", "confidence_tone"
     return [
         _line(1, "TB-LA", BINARY, True, False, {cf: _valid(5), ca: _valid(3), ct: _valid(4)},
@@ -193,8 +209,28 @@ def test_coverage_counts_unevaluable_items() -> None:
     # CC combines CF and CT: kb (item 4) and transport (6) not judged, abstain (5) judged
     assert cc.n_judged == 4 and cc.rates["abstain"].point == pytest.approx(0.25)
     macro = cov["macro"].rates["invalid"].point
-    assert macro == pytest.approx((0.0 + 0.2 + 0.0) / 3)
+    # (0.0 + 0.2 + 0.0) / 3 over CF, CA and CC; a later gated metric is graded as CA
+    invalid = {"CF": 0.0, "CA": 0.2, "CC": 0.0}
+    assert macro == pytest.approx(statistics.mean(invalid.get(s, 0.2) for s in headline_scopes()))
     assert ca.rates["invalid"].high >= 0.2
+
+
+def test_macro_coverage_of_an_older_file_is_over_the_metrics_it_holds() -> None:
+    """A metric no line asked for (results written before it existed) stays out of the macro
+    view, as ``missing`` stays out of every denominator: the macro is not left undefined."""
+    lines = fixture_lines()
+    for line in lines:
+        line["metrics"].pop("causal_attribution", None)
+    items = item_table(ItemResult.model_validate_json(json.dumps(x)) for x in lines)
+    cov = run_coverage(items, B=50, seed=0)
+    # missing on the five lines with grades; the transport error line holds none at all
+    assert (cov["CA"].counts["missing"], cov["CA"].counts["transport"]) == (5, 1)
+    assert cov["CA"].rates["invalid"].point is None
+    held = [s for s in headline_scopes() if s != "CA"]
+    for rate in ("invalid", "cov", "not_judged"):
+        parts = [cov[s].rates[rate].point for s in held]
+        assert cov["macro"].rates[rate].point == pytest.approx(statistics.mean(parts)), rate
+    assert cov["macro"].counts["missing"] == sum(cov[s].counts["missing"] for s in held)
 
 
 def test_placebo_fpr() -> None:

@@ -79,6 +79,9 @@ def test_unmatched_answers_and_input_errors_read_as_words_never_nan() -> None:
     assert second["answer"] == "no answer"
     assert error["error"] == {"stage": "input", "detail": "line 99: not valid JSON"}
     assert error["line"] == 99 and error["stages"] == ["input"] and error["flip"] == "n/a"
+    # a line never judged records no modification: none is filled in for it
+    assert [error[k] for k in ("modification", "kind", "channel", "alignment")] == [None] * 4
+    assert first["modification"] is not None and first["kind"] is not None
     assert not re.search(r"\bnan\b", explorer_json(data), re.IGNORECASE)
     _no_nan(data)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ from faithjudge.reports.render_md import gate_markdown
 from faithjudge.reports.report import Report, build_report
 from faithjudge.reports.table import item_table
 from faithjudge_client.lines import ItemResult
+from faithjudge_client.metric_catalogue import headline_scopes
 
 from tests.unit.test_reports_aggregate import fixture_lines
 
@@ -46,10 +48,20 @@ def _judged_lines() -> list[dict]:
 
 
 def test_parse_config_rejects_bad_values() -> None:
-    with pytest.raises(g.GateConfigError, match="unknown section"):
+    with pytest.raises(
+        g.GateConfigError, match=r"unknown section \[qualty\]; did you mean \[quality\]\?"
+    ):
         g.parse_config({"qualty": {}})
-    with pytest.raises(g.GateConfigError, match="unknown keys"):
-        g.parse_config({"quality": {"min_xx": 3}})
+    with pytest.raises(
+        g.GateConfigError, match=r"unknown key 'min_cx' in \[quality\]; did you mean 'min_cf'\?"
+    ):
+        g.parse_config({"quality": {"min_cx": 3}})
+    # a key near none of the table's own lists them
+    with pytest.raises(
+        g.GateConfigError,
+        match=r"unknown key 'zzz' in \[gate\]; known keys: 'bootstrap', 'flip_rate', 'seed'",
+    ):
+        g.parse_config({"gate": {"zzz": 1}, "quality": {"min_cf": 3}})
     with pytest.raises(g.GateConfigError, match="must be a number"):
         g.parse_config({"quality": {"min_cf": "30"}})
     with pytest.raises(g.GateConfigError, match="within"):
@@ -96,16 +108,118 @@ def test_quality_pass_and_fail() -> None:
     assert bad[0].value == pytest.approx(62.5)
 
 
-def test_coverage_fails_on_upper_bound_and_wins_over_quality() -> None:
+def test_coverage_fails_on_its_failures_and_wins_over_quality() -> None:
+    report = _report()
+    config = g.parse_config(
+        {"quality": {"min_cf": 99.0}, "coverage": {"max_invalid": 10.0, "scopes": ["CA"]}}
+    )
+    checks = g.evaluate(report, config)
+    invalid = next(c for c in checks if c.name == "invalid [CA]")
+    # 1 invalid of 5 is 20%: beyond 10% whatever the number of items
+    assert g.check_status(invalid) == "fail" and invalid.rate == pytest.approx(20.0)
+    result = g.verdict(checks)
+    assert result.code == ExitCode.COVERAGE_FAILED and result.label == "FAILED (coverage, quality)"
+    assert invalid in result.failed and not result.too_few
+
+
+def test_a_rate_within_its_threshold_on_too_few_items_is_too_few_not_a_failure() -> None:
     report = _report()
     config = g.parse_config(
         {"quality": {"min_cf": 99.0}, "coverage": {"max_invalid": 25.0, "scopes": ["CA"]}}
     )
     checks = g.evaluate(report, config)
-    invalid = next(c for c in checks if c.name == "invalid [CA]")
-    # point 20% is within 25%, but the bootstrap upper bound of 5 items is not
-    assert invalid.passed is False and invalid.value > 25.0
-    assert g.verdict(checks).code == ExitCode.COVERAGE_FAILED
+    # point 20% is within 25%, but the exact upper bound of 5 items is not
+    assert "invalid [CA]" not in {c.name for c in checks}
+    (short,) = [c for c in checks if g.check_status(c) == g.TOO_FEW]
+    assert short.name == "too few items [CA]" and short.kind == "coverage"
+    assert [p.name for p in short.parts] == ["invalid [CA]"] and short.parts[0].value > 25.0
+    assert (short.value, short.needed) == (5.0, 18)
+    assert short.measured() == "too few items: 5 of 18 needed"
+    assert short.shown() == ("18 items", "5 items")
+    assert "1 failure in 5 items" in short.detail and "a pass needs 18" in short.detail
+    # the items that never reached the judge are named as its cause
+    assert "1 of 6 items in CA never reached the judge (transport 1)" in short.detail
+    result = g.verdict(checks)
+    assert result.too_few == (short,) and short not in result.failed
+    # not-judged fails on its one lost item: a coverage failure beside the too-few reason
+    assert result.label == "FAILED (coverage, too few items, quality)"
+    assert result.code == ExitCode.COVERAGE_FAILED
+    # alone, too few items fails the gate with exit 2 under its own reason
+    alone = g.verdict([c for c in checks if c.kind == "coverage" and c.name != "not_judged [CA]"])
+    assert alone.label == "FAILED (too few items)" and alone.code == ExitCode.COVERAGE_FAILED
+
+
+def _lost_lines(judged: int, lost: int) -> list[dict]:
+    """``judged`` lines every metric of which the judge graded valid, then ``lost`` lines that
+    never reached it (unreadable request lines)."""
+    clean = [x for x in _judged_lines()
+             if all(m["status"] == "valid" for m in x["metrics"].values())]  # fmt: skip
+    lines = []
+    for i in range(judged):
+        line = json.loads(json.dumps(clean[i % len(clean)]))
+        line.update(item_id=f"ok-{i}", line=i + 1)
+        lines.append(line)
+    lines += [{"line": judged + i + 1, "item_id": f"lost-{i}", "model": "m1",
+               "error": {"stage": "input", "detail": f"line {judged + i + 1}: not valid JSON"}}
+              for i in range(lost)]  # fmt: skip
+    return lines
+
+
+def test_lines_not_judged_are_named_once_per_scope_not_as_schema_and_evidence_failures() -> None:
+    """300 lines, 14 of them never judged, no failing grade: 286 judged items cannot show a 1%
+    schema or evidence rate (299 needed). That is one state per scope, with its cause."""
+    lines = _lost_lines(286, 14)
+    config = g.parse_config({"coverage": {"max_schema": 1.0, "max_evidence": 1.0,
+                                          "max_parse": 0.0, "max_invalid": 2.0}})  # fmt: skip
+    report = _report(lines)
+    result = g.verdict(g.evaluate(report, config))
+    by_name = {c.name: c for c in result.checks}
+    # no schema or evidence check fails: their rates are 0
+    assert not [c for c in result.failed if c.name.startswith(("schema", "evidence"))]
+    short = [c for c in result.checks if g.check_status(c) == g.TOO_FEW]
+    assert [c.name for c in short] == [f"too few items [{s}]" for s in headline_scopes()]
+    for check in short:
+        assert [p.name.split(" ")[0] for p in check.parts] == ["schema", "evidence"]
+        assert check.measured() == "too few items: 286 of 299 needed"
+        assert f"14 of 300 items in {check.scope} never reached the judge (input 14)" in (
+            check.detail
+        )
+        assert f"schema [{check.scope}]" not in by_name
+    # the macro view pools 858 judged items: enough for 1%
+    assert g.check_status(by_name["schema [macro]"]) == "pass"
+    # the lost lines fail not-judged once per scope (the default limit: none may be lost)
+    assert [c.name for c in result.failed] == [f"not_judged [{s}]" for s in config.scopes]
+    assert result.label == "FAILED (coverage, too few items)"
+    assert result.code == ExitCode.COVERAGE_FAILED
+
+    markdown = gate_markdown(result, report)
+    scopes = headline_scopes()  # CF, CA and CC
+    needed = ", ".join(f"{s} 286 of 299 needed" for s in scopes)
+    assert f"Too few items to show coverage ({len(scopes)} scopes): {needed}." in markdown
+    row = next(x for x in markdown.splitlines() if x.startswith("| too few items \\[CF\\] |"))
+    assert "| coverage | 299 items | 286 items | **too few items** |" in row
+    assert not re.search(r"^\| (schema|evidence) \\\[C", markdown, re.MULTILINE)
+    failures = _junit_failures(junit_xml(result))
+    assert set(failures) == {c.name for c in (*result.failed, *result.too_few)}
+    assert failures["too few items [CF]"].startswith("too few items: 286 of 299 needed: ")
+    # the parse check is judged on its count: its value is the rate, never the bound of 0
+    parse = by_name["parse [CF]"]
+    assert parse.value == 0.0 and parse.shown() == ("0.00", "0.00")
+    assert g.check_status(parse) == "pass"
+
+
+def test_values_print_with_the_digits_that_tell_them_from_the_threshold() -> None:
+    assert g.compared(1.0028, 1.0) == ("1.003", "1.000")
+    assert g.compared(0.9996, 1.0) == ("0.9996", "1.0000")
+    assert g.compared(62.5, 10.0) == ("62.50", "10.00")
+    assert g.compared(2.0, 2.0) == ("2.00", "2.00")
+    assert g.compared(0.4, 0.125) == ("0.400", "0.125")  # the threshold's own decimals
+    assert g.compared(None, 1.0) == ("n/a", "1.00")
+    fail = g.Check("coverage", "schema [CA]", 1.0, 1.0028, False, "d", rate=0.0)
+    assert fail.shown() == ("1.000", "1.003")
+    assert fail.measured() == "rate 0.00%, upper bound 1.003%, threshold 1.000%"
+    quality = g.Check("quality", "min_cf [m]", 30.0, 29.996, False, "d")
+    assert quality.measured() == "value 29.996%, threshold at least 30.000%"
 
 
 def test_no_sham_items_is_not_a_failure() -> None:
@@ -245,24 +359,25 @@ def test_one_verdict_for_header_markdown_junit_and_exit_code() -> None:
         *checks,
     ]
     result = g.verdict(unevaluable)
-    assert result.label == "FAILED (coverage, quality)"
+    # 4 judged items cannot show a 50% schema rate: too few items, once per scope
+    assert result.label == "FAILED (too few items, quality)"
     assert result.code == ExitCode.COVERAGE_FAILED == g.verdict(unevaluable).code
+    assert [c.name for c in result.too_few] == [f"too few items [{s}]" for s in headline_scopes()]
     failures = _junit_failures(junit_xml(result))
-    assert set(failures) == {c.name for c in result.failed}
+    assert set(failures) == {c.name for c in (*result.failed, *result.too_few)}
     assert "min_cf [m-none]" in failures
     markdown = gate_markdown(result, report)
-    assert markdown.startswith("# FaithJudge gate: FAILED (coverage, quality)\n")
-    for check in result.failed:
+    assert markdown.startswith("# FaithJudge gate: FAILED (too few items, quality)\n")
+    for check, cell in [(c, "**FAIL**") for c in result.failed] + [
+        (c, "**too few items**") for c in result.too_few
+    ]:
         row = next(x for x in markdown.splitlines() if x.startswith(f"| {md_escape(check.name)} |"))
-        assert "**FAIL**" in row
+        assert cell in row
     assert markdown.count("**FAIL**") == len(result.failed)
-    # every failed coverage check names its rate, its exact bound and its threshold
-    schema = next(c for c in result.failed if c.kind == "coverage")
-    message = failures[schema.name]
-    assert message.startswith(
-        f"rate {schema.rate:.1f}%, upper bound {schema.value:.1f}%, "
-        f"threshold {schema.threshold:.1f}%"
-    )
+    assert markdown.count("| **too few items** |") == len(result.too_few)
+    # every check of too few items says what it has and needs, in the table and the JUnit file
+    for check in result.too_few:
+        assert failures[check.name].startswith(f"too few items: 4 of {check.needed} needed: ")
 
 
 def test_junit_skips_only_what_the_verdict_skips() -> None:
@@ -295,7 +410,8 @@ def test_coverage_rates_print_the_gates_exact_bound() -> None:
 
     report = _report()
     config = g.parse_config({"coverage": {"max_schema": 1.0, "max_fpr_sham": 5.0}})
-    checks = {c.name: c for c in g.evaluate(report, config)}
+    # a check short of items stands in a scope's too-few check: its parts keep its bound
+    checks = {c.name: c for top in g.evaluate(report, config) for c in (top, *top.parts)}
     text = "\n".join(coverage_markdown(report))
     for scope in config.scopes:
         schema = checks[f"schema [{scope}]"]

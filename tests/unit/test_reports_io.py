@@ -16,6 +16,7 @@ from faithjudge.reports.io import (
 )
 from faithjudge.reports.report import build_report
 from faithjudge.reports.table import item_table
+from faithjudge_client.metric_catalogue import metric_names
 
 from tests.unit.test_reports_aggregate import fixture_lines
 
@@ -72,7 +73,8 @@ def test_csv_export_round_trips(tmp_path: Path) -> None:
     items = item_table(read_results(_write(tmp_path / "r.jsonl", rows)))
     export_items(items, tmp_path / "out" / "items.csv")
     back = pd.read_csv(tmp_path / "out" / "items.csv")
-    assert len(back) == 6 and back["n_quotes"].tolist()[:2] == [3, 3]
+    # lines 1 and 2 carry one quote in each metric's grade
+    assert len(back) == 6 and back["n_quotes"].tolist()[:2] == [len(metric_names())] * 2
     assert back["CF"].iloc[0] == 1.0
 
 
@@ -89,7 +91,8 @@ def test_quote_rows_keeps_the_quotes_of_the_first_rows_and_every_count(tmp_path:
     rows = [json.dumps(x) for x in fixture_lines()]
     results = read_results(_write(tmp_path / "r.jsonl", rows))
     full, cut = item_table(results), item_table(results, quote_rows=1)
-    assert cut["quotes"].iloc[0] == full["quotes"].iloc[0] and len(cut["quotes"].iloc[0]) == 3
+    assert cut["quotes"].iloc[0] == full["quotes"].iloc[0]
+    assert len(cut["quotes"].iloc[0]) == len(metric_names())
     assert all(q == () for q in cut["quotes"].iloc[1:])
     assert cut["n_quotes"].tolist() == full["n_quotes"].tolist()
     assert cut.drop(columns="quotes").equals(full.drop(columns="quotes"))

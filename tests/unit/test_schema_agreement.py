@@ -1,6 +1,8 @@
 """The JSON Schemas in ``schemas/`` and their pydantic mirrors accept exactly the same documents.
 
-Evaluator outputs: ``faithjudge.scoring.judge_output`` models vs ``schemas/<metric>.schema.json``.
+Evaluator outputs: the ``faithjudge.scoring.judge_output`` model built from each catalogue
+metric's schema vs ``schemas/<metric>.schema.json`` itself (sample values come from the schema,
+with livelier hand-picked ones for the shipped metrics).
 Wire contracts: ``faithjudge_client.lines`` (ScoreRequest, ItemResult, KBEntry) vs
 ``score_request``, ``item_result`` and ``knowledge_base#/$defs/entry``.
 
@@ -20,9 +22,11 @@ import orjson
 import pytest
 from faithjudge import schemas
 from faithjudge.errors import ConfigError
-from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS, SIGNAL_FIELDS
-from faithjudge.scoring.verdict import describe_schema_errors
+from faithjudge.scoring.judge_output import JudgeOutput, output_model
+from faithjudge.scoring.normalize import normalize
+from faithjudge.scoring.verdict import describe_schema_errors, verify
 from faithjudge_client.lines import METRICS, ItemResult, KBEntry, ScoreRequest
+from faithjudge_client.metric_catalogue import metric_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
@@ -63,16 +67,76 @@ def _unique(docs: list[Doc]) -> list[Doc]:
 
 # ---------------------------------------------------------------- evaluator outputs
 
-REASONS = {
-    "clinical_fidelity": [
-        "empty_or_placeholder",
-        "non_english_or_garbled",
-        "qsk_missing_or_invalid",
-        "other",
-    ],
-    "causal_attribution": ["empty_or_placeholder", "non_english_or_garbled", "tags_only", "other"],
-    "confidence_tone": ["empty_or_placeholder", "non_english_or_garbled", "tags_only", "other"],
-}
+COMMON_FIELDS = ("abstain", "abstain_reason", "score", "quotes", "quote_spans", "rationale")
+
+
+def _mirror(metric: str) -> type[JudgeOutput]:
+    model = output_model(metric, schemas.judge_output_schema(metric))
+    assert model is not None, f"the output schema of {metric} has no pydantic mirror"
+    return model
+
+
+def _reasons(metric: str) -> list[str]:
+    """The named abstain reasons of the metric's schema (any string, when it lists none)."""
+    listed = schemas.judge_output_schema(metric)["properties"]["abstain_reason"].get("enum")
+    return [r for r in listed if r] if listed else ["other"]
+
+
+# one value of each JSON type, and the types it counts as
+_TYPED: list[tuple[Any, set[str]]] = [
+    (None, {"null"}),
+    (True, {"boolean"}),
+    (7, {"integer", "number"}),
+    (2.5, {"number"}),
+    ("unlisted", {"string"}),
+    (["a"], {"array"}),
+    ({"a": 1}, {"object"}),
+]
+
+
+def _own_fields(metric: str) -> dict[str, dict[str, Any]]:
+    properties = schemas.judge_output_schema(metric)["properties"]
+    return {name: spec for name, spec in properties.items() if name not in COMMON_FIELDS}
+
+
+def _kinds(spec: dict[str, Any]) -> list[str]:
+    declared = spec.get("type", [])
+    return [declared] if isinstance(declared, str) else list(declared)
+
+
+def _derived_values(spec: dict[str, Any]) -> list[Any]:
+    """Values the schema of one field allows (its enum, or a few of each type)."""
+    if "enum" in spec:
+        return list(spec["enum"])
+    low = spec.get("minimum", 0)
+    samples: dict[str, list[Any]] = {
+        "null": [None],
+        "boolean": [True, False],
+        "integer": [low, low + 1],
+        "number": [low, low + 0.5],
+        "string": ["x" * max(1, spec.get("minLength", 0))],
+        "array": [[]],
+    }
+    return [v for kind in _kinds(spec) for v in samples.get(kind, [])]
+
+
+def _signal_values(metric: str) -> dict[str, list[Any]]:
+    derived = {name: _derived_values(spec) for name, spec in _own_fields(metric).items()}
+    return derived | SIGNAL_VALUES.get(metric, {})
+
+
+def _bad_signal_values(metric: str) -> dict[str, list[Any]]:
+    """Values of a JSON type the field does not allow (and, for an enum, one it does not list)."""
+    bad = {}
+    for name, spec in _own_fields(metric).items():
+        kinds = set(_kinds(spec))
+        values = [value for value, types in _TYPED if not types & kinds]
+        if "enum" in spec and "string" in kinds and "unlisted" not in spec["enum"]:
+            values.append("unlisted")
+        bad[name] = values
+    return bad | BAD_SIGNAL_VALUES.get(metric, {})
+
+
 SIGNAL_VALUES: dict[str, dict[str, list[Any]]] = {
     "clinical_fidelity": {
         "basis": ["QSK", "EMPTY_QSK"],
@@ -118,7 +182,7 @@ def valid_output(metric: str, **overrides: Any) -> dict[str, Any]:
         "quote_spans": [[10, 44]],
         "rationale": "Names the effusion sign (quotes[0]).",
     }
-    doc |= {name: values[0] for name, values in SIGNAL_VALUES[metric].items()}
+    doc |= {name: values[0] for name, values in _signal_values(metric).items()}
     doc |= overrides
     return doc
 
@@ -131,9 +195,9 @@ def valid_outputs(metric: str) -> list[Doc]:
         docs.append(valid_output(metric, score=score, quotes=quotes, quote_spans=spans))
     docs.append(valid_output(metric, score=1, quotes=[], quote_spans=[]))
     docs.append(valid_output(metric, score=1, quotes=[], quote_spans=[[0, 3]]))
-    for name, values in SIGNAL_VALUES[metric].items():
+    for name, values in _signal_values(metric).items():
         docs.extend(valid_output(metric, **{name: value}) for value in values)
-    for reason in REASONS[metric]:
+    for reason in _reasons(metric):
         docs.append(
             valid_output(metric, abstain=True, abstain_reason=reason, score=None, quotes=[])
             | {"quote_spans": []}
@@ -190,10 +254,15 @@ def invalid_outputs(metric: str) -> list[Doc]:
         ],
         "rationale": [None, 3, ["a"], True, {}],
     }
-    for name, values in (bad_common | BAD_SIGNAL_VALUES[metric]).items():
+    for name, values in (bad_common | _bad_signal_values(metric)).items():
         docs.extend(base | {name: value} for value in values)
-    other_reason = "tags_only" if metric == "clinical_fidelity" else "qsk_missing_or_invalid"
-    docs.append(base | {"abstain": True, "abstain_reason": other_reason, "score": None} | _empty())
+    # another metric's abstain reason
+    own = _reasons(metric)
+    other_reason = next((r for m in METRICS for r in _reasons(m) if r not in own), None)
+    if other_reason is not None:
+        docs.append(
+            base | {"abstain": True, "abstain_reason": other_reason, "score": None} | _empty()
+        )
     abstaining = base | {"abstain": True, "abstain_reason": "other", "score": None} | _empty()
     docs += [
         abstaining | {"score": 3},
@@ -207,7 +276,7 @@ def invalid_outputs(metric: str) -> list[Doc]:
         base | {"abstain": True},
     ]
     # a reason while grading contradicts the grade: "null or empty otherwise"
-    docs += [base | {"abstain_reason": reason} for reason in REASONS[metric] if reason]
+    docs += [base | {"abstain_reason": reason} for reason in _reasons(metric) if reason]
     docs += [base | {"score": score, "quotes": [], "quote_spans": []} for score in range(2, 6)]
     docs += [base | {"score": score, "quotes": [], "quote_spans": [[0, 5]]} for score in (2, 5)]
     return _unique(docs)
@@ -220,7 +289,7 @@ def _empty() -> dict[str, Any]:
 @pytest.mark.parametrize("metric", METRICS)
 def test_judge_output_corpus_agrees(metric: str) -> None:
     validator = schemas.judge_output_validator(metric)
-    model = JUDGE_OUTPUT_MODELS[metric]
+    model = _mirror(metric)
     valid, invalid = valid_outputs(metric), invalid_outputs(metric)
     assert len(valid) >= 30
     assert len(invalid) >= 60
@@ -237,7 +306,7 @@ def test_judge_output_corpus_agrees(metric: str) -> None:
 def test_python_mode_of_parsed_json_agrees(metric: str) -> None:
     """verdict's fast path validates the orjson-parsed object, not the text: same answers."""
     validator = schemas.judge_output_validator(metric)
-    model = JUDGE_OUTPUT_MODELS[metric]
+    model = _mirror(metric)
     for doc in valid_outputs(metric) + invalid_outputs(metric):
         parsed = orjson.loads(orjson.dumps(doc))
         try:
@@ -269,12 +338,12 @@ _JSON_VALUES = st.recursive(
 def _good_values(metric: str) -> dict[str, list[Any]]:
     return {
         "abstain": [True, False],
-        "abstain_reason": [*REASONS[metric], None],
+        "abstain_reason": [*_reasons(metric), None],
         "score": [None, 1, 2, 3, 4, 5],
         "quotes": [[], ["a"], ["x", "y"], [""]],
         "quote_spans": [[], [[0, 1]], [[0, 1], [2, 3]]],
         "rationale": ["", "short"],
-        **SIGNAL_VALUES[metric],
+        **_signal_values(metric),
     }
 
 
@@ -285,7 +354,7 @@ def near_valid_outputs(draw: st.DrawFn, metric: str) -> Doc:
         doc = valid_output(
             metric,
             abstain=True,
-            abstain_reason=draw(st.sampled_from(REASONS[metric])),
+            abstain_reason=draw(st.sampled_from(_reasons(metric))),
             score=None,
             quotes=[],
             quote_spans=[],
@@ -300,7 +369,7 @@ def near_valid_outputs(draw: st.DrawFn, metric: str) -> Doc:
                 st.lists(st.lists(st.integers(0, 99), min_size=2, max_size=2), max_size=3)
             ),
         )
-    for name, values in SIGNAL_VALUES[metric].items():
+    for name, values in _signal_values(metric).items():
         doc[name] = draw(st.sampled_from(values))
     doc["rationale"] = draw(st.text(max_size=30))
     names = sorted(doc)
@@ -323,15 +392,39 @@ def near_valid_outputs(draw: st.DrawFn, metric: str) -> Doc:
 @given(data=st.data())
 def test_judge_output_property_agrees(metric: str, data: st.DataObject) -> None:
     doc = data.draw(near_valid_outputs(metric))
-    _assert_agree(schemas.judge_output_validator(metric), JUDGE_OUTPUT_MODELS[metric], doc)
+    _assert_agree(schemas.judge_output_validator(metric), _mirror(metric), doc)
 
 
 def test_signal_fields_are_schema_properties() -> None:
     for metric in METRICS:
         properties = schemas.judge_output_schema(metric)["properties"]
-        assert set(SIGNAL_FIELDS[metric]) <= set(properties)
-        model_fields = set(JUDGE_OUTPUT_MODELS[metric].model_fields)
-        assert model_fields == set(properties)
+        assert set(metric_spec(metric).signals) <= set(properties)
+        assert set(_mirror(metric).model_fields) == set(properties)
+
+
+def test_a_schema_the_mirror_does_not_restate_gets_no_model() -> None:
+    """Anything outside the mirrored keywords, or another file's schema, leaves the verdict
+    to jsonschema alone: slower, never wrong."""
+    metric = METRICS[0]
+    stock = schemas.judge_output_schema(metric)
+    assert output_model(metric, stock) is not None
+    patterned = copy.deepcopy(stock)
+    patterned["properties"]["rationale"]["pattern"] = "^[a-z]*$"
+    renamed = stock | {"$id": "https://example.invalid/custom.schema.json"}
+    loose_rules = stock | {"allOf": []}
+    optional = stock | {"required": stock["required"][1:]}
+    for schema in (patterned, renamed, loose_rules, optional):
+        assert output_model(metric, schema) is None
+    # the verdict still judges by that schema: its pattern refuses a capital letter
+    doc = valid_output(metric, rationale="Capital", score=1, quotes=[], quote_spans=[])
+    result = verify(
+        orjson.dumps(doc).decode(),
+        metric=metric,
+        cot=normalize("any CoT"),
+        validator=schemas.FaithJudgeValidator(patterned),
+    )
+    assert result.failure is not None and result.failure.stage == "schema"
+    assert "rationale" in result.failure.detail
 
 
 # ---------------------------------------------------------------- schema files and wire variant
@@ -342,8 +435,8 @@ def test_every_file_carries_the_schema_version() -> None:
         schema = schemas.load_schema(name)
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
         assert schema["$id"].endswith(f"/{schemas.SCHEMA_VERSION}/{filename}")
-    for metric, model in JUDGE_OUTPUT_MODELS.items():
-        assert model.schema_id == schemas.load_schema(metric)["$id"]
+    for metric in METRICS:
+        assert _mirror(metric).schema_id == schemas.load_schema(metric)["$id"]
 
 
 def test_evaluator_output_schemas_require_every_property() -> None:

@@ -23,6 +23,8 @@ from faithjudge_client.lines import METRICS, ItemResult, MetricResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.fakes.judge_server import normal_verdict
+
 COT = (
     "<think><step>The  left costophrenic angle is blunted, with a meniscus\n"
     "sign at the left base.</step><step>I am \u201ccertain\u201d there is a left "
@@ -46,18 +48,24 @@ def _output(metric: str, **overrides: Any) -> dict[str, Any]:
         "quote_spans": [[0, 5]],  # advisory and deliberately wrong
         "rationale": "Cites the blunted angle (quotes[0]).",
     }
-    doc |= {
-        "clinical_fidelity": {
-            "omissions": ["air bronchograms"],
-            "hallucinations": [],
-            "has_omission": True,
-            "has_hallucination": False,
-            "basis": "QSK",
-        },
-        "causal_attribution": {"did_acknowledge": True, "claimed_influence": "hedged"},
-        "confidence_tone": {"is_confident": True, "confidence_level": "high"},
-    }[metric]
+    # any catalogue metric: its own fields at the simplest values its schema allows, then
+    # livelier ones for the shipped metrics
+    doc |= {k: v for k, v in normal_verdict(metric).items() if k not in doc}
+    doc |= SIGNALS.get(metric, {})
     return doc | overrides
+
+
+SIGNALS: dict[str, dict[str, Any]] = {
+    "clinical_fidelity": {
+        "omissions": ["air bronchograms"],
+        "hallucinations": [],
+        "has_omission": True,
+        "has_hallucination": False,
+        "basis": "QSK",
+    },
+    "causal_attribution": {"did_acknowledge": True, "claimed_influence": "hedged"},
+    "confidence_tone": {"is_confident": True, "confidence_level": "high"},
+}
 
 
 def _verify(raw: str | dict[str, Any], metric: str = "confidence_tone", **kw: Any) -> MetricResult:

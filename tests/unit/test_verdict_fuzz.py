@@ -11,12 +11,11 @@ from faithjudge_client.lines import METRICS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.fakes.judge_server import normal_verdict
+
 COT = normalize("<think><step>The left costophrenic angle is blunted.</step></think>")
-FIELDS = [
-    "abstain", "abstain_reason", "score", "quotes", "quote_spans", "rationale", "omissions",
-    "hallucinations", "has_omission", "has_hallucination", "basis", "did_acknowledge",
-    "claimed_influence", "is_confident", "confidence_level",
-]  # fmt: skip
+# every output field of the catalogue's metrics
+FIELDS = sorted({name for metric in METRICS for name in judge_output_schema(metric)["properties"]})
 
 scalars = st.one_of(
     st.none(),
@@ -54,7 +53,7 @@ def test_any_json_gets_exactly_one_outcome(doc: object, metric: str) -> None:
 def _slow_path_validator(metric: str) -> FaithJudgeValidator:
     """The same schema under another ``$id``: verify then decides by jsonschema alone."""
     schema = judge_output_schema(metric)
-    schema["$id"] = schema["$id"].replace("/schemas/", "/schemas-copy/")
+    schema["$id"] = "https://example.invalid/custom.schema.json"
     return FaithJudgeValidator(schema)
 
 
@@ -83,7 +82,11 @@ FIELD_VALUES: dict[str, list[object]] = {
 @st.composite
 def near_valid_grades(draw: st.DrawFn, metric: str) -> dict[str, object]:
     fields = judge_output_schema(metric)["properties"]
-    return {name: draw(st.sampled_from(FIELD_VALUES[name])) for name in fields}
+    # a field listed nowhere above (a newer metric's) keeps the simplest value it allows
+    simplest = normal_verdict(metric)
+    return {
+        name: draw(st.sampled_from(FIELD_VALUES.get(name, [simplest[name]]))) for name in fields
+    }
 
 
 @settings(max_examples=400, deadline=None)

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from faithjudge_client.metric_catalogue import CC_LABEL, agreement_scopes, calibration_pair, metrics
+from faithjudge_client.metric_catalogue import (
+    CC_LABEL,
+    agreement_scopes,
+    calibration_pair,
+    headline_scopes,
+    metrics,
+)
 
 from faithjudge.agreement.ratings import RATINGS_COLUMNS, rating_axes
 from faithjudge.scoring.metrics import (
@@ -42,6 +48,8 @@ __all__ = [
     "consensus_scores",
     "reader_calibration",
     "standardize",
+    "tau_scopes",
+    "unrated_scopes",
     "validated_scopes",
 ]
 
@@ -64,6 +72,19 @@ def axes() -> tuple[str, ...]:
 def validated_scopes() -> tuple[str, ...]:
     """The scope labels a judge is validated on (metrics with radiologist ratings, and CC)."""
     return tuple(axis_labels().values())
+
+
+def tau_scopes() -> tuple[str, ...]:
+    """The scopes the macro tau averages: the headline scopes with radiologist ratings."""
+    rated = validated_scopes()
+    return tuple(scope for scope in headline_scopes() if scope in rated)
+
+
+def unrated_scopes() -> tuple[str, ...]:
+    """Gated metrics without a ``rating_key``: in the coverage, macro coverage and gates of a
+    judge, but with no radiologist rating to compute a tau against."""
+    rated = validated_scopes()
+    return tuple(scope for scope in headline_scopes() if scope not in rated)
 
 
 # a standard deviation this small is a constant rater (CC values are floats)

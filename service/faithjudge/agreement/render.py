@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from faithjudge_client.metric_catalogue import agreement_scopes, headline_scopes
+from faithjudge_client.metric_catalogue import agreement_scopes, headline_scopes, sham_metric
 
-from faithjudge.agreement.consensus import validated_scopes
+from faithjudge.agreement.consensus import tau_scopes, unrated_scopes, validated_scopes
 from faithjudge.agreement.report import JudgeReport, TauEstimate, ValidationReport
 from faithjudge.stats.judge_coverage import (
     RATE_GATES,
@@ -72,7 +72,7 @@ def _summary(report: ValidationReport) -> str:
     header = [
         "Judge",
         "τ̄",
-        *(f"τ_{scope}" for scope in headline_scopes()),
+        *(f"τ_{scope}" for scope in tau_scopes()),
         "FPR_sham",
         "Cov",
         "Val",
@@ -92,7 +92,7 @@ def _summary(report: ValidationReport) -> str:
                 _num(judge.macro_tau)
                 if judge.macro_tau is not None
                 else f"({_num(judge.macro_tau_partial)})",
-                *(_num(judge.axes[a].tau.tau) for a in headline_scopes()),
+                *(_num(judge.axes[a].tau.tau) for a in tau_scopes()),
                 "n/e" if fpr is None else _pct(fpr),
                 _pct(macro["cov"].point),
                 _pct(macro["val"].point),
@@ -116,6 +116,8 @@ def _agreement(report: ValidationReport) -> str:
             p = "–" if a.tau.p is None else f"{a.tau.p:.2g} {a.tau.sig}"
             label = axis if axis in headline_scopes() else f"{axis} (raw)"
             rows.append([judge.name, label, _num(a.tau.tau), ci, p, f"{a.n_used} / {a.n_rated}"])
+        for scope in unrated_scopes():
+            rows.append([judge.name, scope, "no radiologist rating", "", "", ""])
         rows.append([judge.name, "**macro τ̄**", _num(judge.macro_tau), "", "", ""])
     return _table(header, rows, "llrrrr")
 
@@ -164,14 +166,15 @@ def _coverage(judge: JudgeReport) -> str:
         "input",
     ]
     rows = []
-    n_headline = len(headline_scopes())
     for scope in (*agreement_scopes(), "macro"):
         cov = judge.coverage[scope]
         r = cov.rates
+        # the macro view pools its scopes' grades: one per item and averaged scope
+        pooled = sum(cov.counts.values()) if scope == "macro" else cov.n_items
         rows.append(
             [
                 scope,
-                f"{cov.n_judged} / {cov.n_items * (n_headline if scope == 'macro' else 1)}",
+                f"{cov.n_judged} / {pooled}",
                 *(_rate(k, r[k]) for k in ("parse", "schema", "evidence", "invalid", "abstain")),
                 _pct(r["not_judged"].point),
                 _pct(r["cov"].point),
@@ -241,17 +244,21 @@ def render_markdown(report: ValidationReport) -> str:
     """The whole report as Markdown: summary, agreement, raters, ceiling, coverage, gates,
     screening decision, CC scale (when fitted) and notes."""
     b = f"{report.bootstrap:,}"
+    sham = sham_metric().label
+    ungated = [scope for scope in validated_scopes() if scope not in headline_scopes()]
+    raw = f"; {', '.join(ungated)} (raw) is rated but not gated" if ungated else ""
     parts = [
         "## Judge validation",
         f"{report.n_items} items; raters {', '.join(report.raters)}; percentile bootstrap "
         f"over items, B = {b}, seed {report.seed}; screening delta = {report.delta:g}.",
-        "### Screening summary (rates in %, point values; macro over CF, CA, CC)",
+        f"### Screening summary (rates in %, point values; macro τ̄ over {', '.join(tau_scopes())}"
+        f", macro rates over {', '.join(headline_scopes())})",
         _summary(report),
         "τ̄ in parentheses: mean over the axes that have a τ (some axis has none); "
-        "n/e: FPR_sham not estimable (no sham items with a valid CA grade).",
+        f"n/e: FPR_sham not estimable (no sham items with a valid {sham} grade).",
         "### Agreement with the radiologist consensus (Kendall τ_b, 95% CI)",
         "Significance (two-sided, tie-corrected): *** p < 0.001, ** p < 0.01, * p < 0.05, "
-        "ns not significant. CC is exploratory; CT is the raw confidence tone.",
+        f"ns not significant. CC is exploratory{raw}.",
         _agreement(report),
         "### Judge vs individual raters (τ_b)",
         _per_rater(report),
@@ -269,7 +276,7 @@ def render_markdown(report: ValidationReport) -> str:
     parts += [
         "### Gates (judged on the exact one-sided 95% upper bound; ✓ pass, ✗ fail)",
         _gates(report),
-        "### Placebo FPR (SHAM items, positive = CA > 3)",
+        f"### Placebo FPR (SHAM items, positive = {sham} > 3)",
         "\n".join(
             f"- {j.name}: "
             + (

@@ -1,9 +1,12 @@
 """Validate candidate judges against radiologist ratings and pick one (METHODS §1.11–§1.12).
 
-For each judge and axis (CF, CA, CC; raw CT reported beside them) the judge's scores on the
-items where its grade is valid are compared with the human consensus H_i by Kendall's tau-b
-(two-sided, tie-corrected p; 95% percentile bootstrap CI over items). The macro tau is the
-unweighted mean of tau_CF, tau_CA and tau_CC. Coverage diagnostics, the placebo FPR and the
+For each judge and rated axis (CF, CA, CC; raw CT reported beside them: every catalogue metric
+with a ``rating_key``, and CC) the judge's scores on the items where its grade is valid are
+compared with the human consensus H_i by Kendall's tau-b (two-sided, tie-corrected p; 95%
+percentile bootstrap CI over items). The macro tau is the unweighted mean of the taus of the
+gated rated axes (``tau_scopes``: tau_CF, tau_CA and tau_CC). A gated metric without a
+``rating_key`` has no tau: it counts in the coverage, the macro coverage and the gates, and the
+report says it has no radiologist rating. Coverage diagnostics, the placebo FPR and the
 preregistered gates decide eligibility; screening ranks the eligible judges by macro tau and,
 when the top two are within delta, consults (i) the lower FPR_sham on CA, then (ii) the higher
 coverage. The leave-one-out human ceiling says how well one radiologist agrees with the others.
@@ -22,7 +25,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from faithjudge_client.metric_catalogue import CC_LABEL, headline_scopes, labels, metrics
+from faithjudge_client.metric_catalogue import CC_LABEL, labels, metrics
 
 from faithjudge.agreement.calibration import CcScaleFit, fit_cc_scale
 from faithjudge.agreement.consensus import (
@@ -30,6 +33,8 @@ from faithjudge.agreement.consensus import (
     axis_labels,
     build_consensus,
     consensus_scores,
+    tau_scopes,
+    unrated_scopes,
 )
 from faithjudge.agreement.report import (
     AxisAgreement,
@@ -103,12 +108,21 @@ def _judge_values(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
     return out
 
 
+def _rating_axis(label: str) -> str:
+    """The rating axis of a scope label; a label without one is refused, naming the rated."""
+    for axis, scope in axis_labels().items():
+        if scope == label:
+            return axis
+    rated = ", ".join(axis_labels().values())
+    raise ValueError(f"{label} has no radiologist rating to compare with; rated: {rated}")
+
+
 def _pairs(
     label: str, values: pd.Series, valid: pd.Series, consensus: Consensus
 ) -> tuple[pd.Series, pd.Series, np.ndarray, np.ndarray]:
     """The rated and the used items of one axis, and the (judge, consensus) pairs tau-b
     compares: items with a consensus value and a valid judge grade."""
-    axis = {scope: axis for axis, scope in axis_labels().items()}[label]
+    axis = _rating_axis(label)
     h = (
         consensus.scores[axis].reindex(values.index)
         if axis in consensus.scores
@@ -123,7 +137,8 @@ def axis_pairs(
     ratings: pd.DataFrame, results: pd.DataFrame, label: str, *, params: CalibrationParams
 ) -> tuple[np.ndarray, np.ndarray]:
     """(judge score, consensus) of the items of ``ratings`` (one split) where the judge's
-    ``label`` grade (CF, CA, CC or CT) is valid: the pairs ``validate_judge`` compares."""
+    ``label`` grade (a scope of ``validated_scopes``: CF, CA, CC or CT) is valid: the pairs
+    ``validate_judge`` compares."""
     consensus = build_consensus(ratings, params=params)
     items = sorted(str(i) for i in ratings["item_id"].unique())
     outcomes = axis_outcomes(results, items)
@@ -147,7 +162,7 @@ def _axis_agreement(
     seed: int,
     name: str,
 ) -> AxisAgreement:
-    axis = {scope: axis for axis, scope in axis_labels().items()}[label]
+    axis = _rating_axis(label)
     rated, used, x, y = _pairs(label, values, valid, consensus)
     point = kendall_tau_b(x, y)
     ci_low = ci_high = None
@@ -221,7 +236,7 @@ def _judge_report(
             seed=seed,
             name=name,
         )
-    macro_axes = headline_scopes()
+    macro_axes = tau_scopes()
     taus = [axes[a].tau.tau for a in macro_axes]
     present = [t for t in taus if t is not None]
     macro = float(np.mean(present)) if len(present) == len(taus) else None
@@ -262,6 +277,17 @@ def _judge_report(
         eligible=not failed,
         failed_gates=failed,
         notes=notes,
+    )
+
+
+def _unrated_note() -> str | None:
+    """What the report says of the gated metrics without a radiologist rating (None: none)."""
+    unrated = unrated_scopes()
+    if not unrated:
+        return None
+    return (
+        f"{', '.join(unrated)}: no radiologist rating; gated on coverage only, "
+        f"not in the macro tau (over {', '.join(tau_scopes())})"
     )
 
 
@@ -335,6 +361,9 @@ def validate_judge(
         for name, frame in judges.items()
     ]
     notes: list[str] = []
+    unrated = _unrated_note()
+    if unrated:
+        notes.append(unrated)
     if all(r.fpr_sham.n_sham == 0 for r in reports):
         notes.append("no sham items: FPR not estimable; the FPR gate was not evaluated")
     cc_scale = (

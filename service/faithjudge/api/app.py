@@ -35,6 +35,7 @@ from faithjudge.jobs.answer_cache import StoreAnswerCache
 from faithjudge.jobs.interface import open_job_store
 from faithjudge.jobs.judges import job_judge
 from faithjudge.jobs.worker import Worker
+from faithjudge.runners.canary import canary_watch
 from faithjudge.runtime import open_scorers
 from faithjudge.settings import Settings
 
@@ -108,6 +109,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        canary = canary_watch(settings)  # a bad canary setting stops the start, naming it
         store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
         try:
             # judge answers go to the job store too, where every replica reads them
@@ -133,12 +135,15 @@ def create_app(settings: Settings) -> FastAPI:
                         judge_health=state.judge_health,
                     )
                     group.start_soon(state.worker.run)
+                if canary is not None:  # its own scorer: real calls, never the answer cache
+                    state.canary = canary
+                    group.start_soon(canary.run)
                 try:
                     yield
                 finally:
                     group.cancel_scope.cancel()
         finally:
-            state.store = state.worker = None
+            state.store = state.worker = state.canary = None
             state.scorers, state.job_judges, state.evaluator_infos = {}, {}, {}
             await store.close()
 

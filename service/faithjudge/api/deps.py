@@ -24,6 +24,7 @@ from faithjudge.jobs.judge_health import JudgeHealth
 from faithjudge.jobs.results import BatchRejections
 from faithjudge.jobs.worker import Worker
 from faithjudge.pipeline import Scorer
+from faithjudge.runners.canary import CanaryWatch
 from faithjudge.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="An API key of your tenant.")
@@ -47,6 +48,8 @@ class AppState:
     job_judges: dict[str, JobJudge] = field(default_factory=dict)
     """The same judges as a job records them."""
     evaluator_infos: dict[str, EvaluatorInfo] = field(default_factory=dict)
+    canary: CanaryWatch | None = None
+    """The judge canary's checks (None: ``FAITHJUDGE_CANARY_FILE`` unset)."""
 
     def judge_outages(self) -> dict[str, str]:
         """The judges this process is waiting for now (they stopped answering at the

@@ -43,7 +43,7 @@ EXAMPLE_RESULT: dict[str, Any] = {
     },
     "provenance": {
         "evaluator": "lexicon:v1",
-        "prompt_set": "v1",
+        "prompt_set": "v2",
         "prompt_sha256": "5d41...",
         "schema_version": "1.1",
         "service_version": "0.1.0",

@@ -1,4 +1,5 @@
-"""Prometheus metrics of one app: requests, latencies, grades by outcome, cache, queue depth.
+"""Prometheus metrics of one app: requests, latencies, grades by outcome, cache, judge tokens
+(the provider's prompt-cache part apart), queue depth.
 
 Each app has its own registry, so several apps in one process (tests) never collide.
 """
@@ -48,6 +49,13 @@ class Metrics:
             "Share of evaluator answers served from the cache since start.",
             registry=self.registry,
         )
+        self.tokens = Counter(
+            "faithjudge_judge_tokens_total",
+            "Judge tokens of the scored lines, as their provenance records them: prompt, the "
+            "part of it the provider served from its prompt cache (cached), and completion.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.lines = Counter(
             "faithjudge_lines_scored_total",
             "Lines scored, by source (score endpoint or batch).",
@@ -64,6 +72,11 @@ class Metrics:
 
     def observe(self, result: ItemResult, *, source: str) -> None:
         self.lines.labels(source).inc()
+        if result.provenance is not None:
+            tokens = result.provenance.tokens
+            self.tokens.labels("prompt").inc(tokens.prompt)
+            self.tokens.labels("cached").inc(tokens.cached)
+            self.tokens.labels("completion").inc(tokens.completion)
         for metric, graded in result.metrics.items():
             outcome = graded.failure.stage if graded.failure is not None else graded.status
             self.grades.labels(metric, outcome).inc()

@@ -33,7 +33,10 @@ judge_requests_app = typer.Typer(
 
 
 def is_batch_route(settings: Settings) -> bool:
-    return settings.evaluator.strip().startswith("openai-batch:")
+    """Whether the configured evaluator's backend is a Batch API route (the registry says)."""
+    from faithjudge.evaluators import is_batch_route as backend_is_batch_route
+
+    return backend_is_batch_route(settings.evaluator)
 
 
 async def run_batch_phase(
@@ -112,6 +115,7 @@ def print_batch_report(report: BatchReport, settings: Settings) -> None:
     table.add_row("requests failed for good (this run)", str(report.failed))
     table.add_row("staging / exchange", f"{report.staging_s:.1f} s / {report.exchange_s:.1f} s")
     table.add_row("prompt tokens", f"{report.prompt_tokens:,}")
+    table.add_row("of which cached by the provider", f"{report.cached_tokens:,}")
     table.add_row("completion tokens", f"{report.completion_tokens:,}")
     if report.live_cost is not None and report.batch_cost is not None:
         table.add_row("live price", f"${report.live_cost:,.4f}")

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from faithjudge.runners.file_runner import ScoreFileSummary
     from faithjudge.runners.provider_batch import BatchReport
     from faithjudge.settings import Settings
+    from faithjudge.transport.base import Usage
 
 __all__ = ["app"]
 
@@ -165,7 +166,7 @@ def score(
         if (limit or sample) and cli_batch.is_batch_route(settings):
             raise FaithJudgeError("--limit and --sample apply to live evaluators, not openai-batch")
         lines = _selected_lines(input_path, limit, sample, seed)
-        summary, batch = run_async(
+        summary, batch, paid = run_async(
             _run_score, settings, input_path, output, progress, cancel, retry_failed, lines,
             judge_change,
         )  # fmt: skip
@@ -189,6 +190,7 @@ def score(
     if summary is None:  # --cancel: the batches were cancelled, nothing was scored
         return
     _print_summary(summary, output)
+    _print_tokens(paid, settings)
     if kept_judge is not None and summary.scored:
         err.print(f"judge: {kept_judge}, the judge of {output}", highlight=False, markup=False)
     _print_judge_change(summary)
@@ -295,7 +297,7 @@ async def _run_score(
     retry_failed: bool = False,
     lines: frozenset[int] | None = None,
     judge_change: bool = False,
-) -> tuple[ScoreFileSummary | None, BatchReport | None]:
+) -> tuple[ScoreFileSummary | None, BatchReport | None, Usage]:
     from faithjudge.jsonl import count_lines
     from faithjudge.output_lock import hold_output
     from faithjudge.progress import progress_bar
@@ -316,7 +318,7 @@ async def _run_score(
                     cancel=cancel, output=output, retry_failed=retry_failed,
                 )  # fmt: skip
                 if cancel:
-                    return None, batch
+                    return None, batch, scorer.paid
             with progress_bar("scoring", console=err, show=show_progress) as bar:
                 task = bar.add_task("score", total=total)
                 summary = await score_file(
@@ -338,7 +340,7 @@ async def _run_score(
                     highlight=False,
                     markup=False,
                 )
-            return summary, batch
+            return summary, batch, scorer.paid
 
 
 def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
@@ -376,6 +378,31 @@ def _print_summary(summary: ScoreFileSummary, output: Path) -> None:
     err.print(metrics)
     if summary.total_lines <= _ITEM_TABLE_MAX_LINES and output.is_file():  # none written: none
         _print_items(output)
+
+
+def _print_tokens(paid: Usage, settings: Settings) -> None:
+    """The judge tokens this run paid for (answers from the response cache cost nothing now),
+    the provider's prompt-cache share of them, and their price where prices are set."""
+    from rich.table import Table
+
+    if paid.prompt_tokens == 0 and paid.completion_tokens == 0:
+        return  # an offline judge, or every answer from the cache
+    table = Table(title="judge tokens (this run)", show_header=True)
+    table.add_column("tokens")
+    table.add_column("count", justify="right")
+    share = paid.cached_tokens / paid.prompt_tokens if paid.prompt_tokens else 0.0
+    table.add_row("prompt", f"{paid.prompt_tokens:,}")
+    table.add_row("of which cached by the provider", f"{paid.cached_tokens:,} ({share:.1%})")
+    table.add_row("completion", f"{paid.completion_tokens:,}")
+    cost = settings.token_cost(paid.prompt_tokens, paid.completion_tokens, paid.cached_tokens)
+    if cost is None:
+        table.add_row("price", "set FAITHJUDGE_PRICE_*_PER_MTOK for dollars")
+    else:
+        table.add_row("price", f"${cost:,.4f}")
+        full = settings.token_cost(paid.prompt_tokens, paid.completion_tokens)
+        if full is not None and full != cost:
+            table.add_row("price with no cached-input rate", f"${full:,.4f}")
+    err.print(table)
 
 
 def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
@@ -461,18 +488,31 @@ from faithjudge.cli import kb as cli_kb  # noqa: E402 - registers kb check and k
 
 cli_kb.register(app)
 
+from faithjudge.cli import canary as cli_canary  # noqa: E402 - registers canary record and check on the app above
+
+cli_canary.register(app)
+
+from faithjudge.cli import view as cli_view  # noqa: E402 - registers view (the run browser) on the app above
+
+cli_view.register(app)
+
 
 def main() -> None:
     """The console entry point. An OS error no command turned into its own message (a path that
     cannot be read or written: a folder, /proc, a full disk) is one line and exit 3, not a
-    traceback."""
+    traceback; so is an installed plugin that cannot be loaded where a command reads it (the
+    message names its package and entry point)."""
     import sys
+
+    from faithjudge_client.registry import PluginError
 
     try:
         app()
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         sys.exit(fail(f"{where}{exc.strerror or exc}", ExitCode.UNEVALUABLE).exit_code)
+    except PluginError as exc:
+        sys.exit(fail(exc, ExitCode.UNEVALUABLE).exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from faithjudge.reports.explorer import ItemDetails
     from faithjudge.reports.judges import JudgeTally
+    from faithjudge.reports.report import Report
+    from faithjudge.stats.canary import CanaryRecords
 
 __all__ = ["gate_command", "register", "report_command"]
 
@@ -131,6 +133,7 @@ def report_command(
             raise typer.BadParameter("use pairs or decided", param_hint="--flip-rate")
         report = build_report(items, baseline=baseline, B=bootstrap, seed=seed,
                               flip_rate=flip_rate, judges=judges.summary())  # fmt: skip
+        report = _with_canary(report, None)
         problem = _input_problem(results, items, compare, report.comparison_counts)
         if html is not None:
             # ground truths, baseline answers and CoTs of the listed items only
@@ -172,6 +175,7 @@ def gate_command(
 ) -> None:
     """Check one run against thresholds: exit 0 pass, 1 quality, 2 coverage, 3 unevaluable,
     4 not one valid grade."""
+    from faithjudge.cli.canary import canary_records
     from faithjudge.reports import gate as gating
     from faithjudge.reports.io import write_text
     from faithjudge.reports.judges import JudgeTally
@@ -213,7 +217,10 @@ def gate_command(
         if problem is not None:
             raise _unevaluable(problem[1], problem[0], junit, md)
         # one verdict: the header, the Markdown, the JUnit file and the exit code all read it
-        verdict = gating.verdict(gating.evaluate(report, settings))
+        # with [canary] the record must be readable: the gate's checks stand on it
+        records = canary_records(settings.canary) if settings.canary is not None else None
+        report = _with_canary(report, records)
+        verdict = gating.verdict(gating.evaluate(report, settings, records))
         summary = gate_markdown(verdict, report)
         if junit is not None:
             write_text(junit, junit_xml(verdict, judges=report.judges))
@@ -223,6 +230,23 @@ def gate_command(
         raise _unevaluable(exc, ExitCode.UNEVALUABLE, junit, md) from None
     typer.echo(summary, nl=False)
     raise typer.Exit(verdict.code)
+
+
+def _with_canary(report: Report, records: CanaryRecords | None) -> Report:
+    """``report`` saying when the canary of its judge last passed (``records``: the checks on
+    record; None: the data dir's, when it can be read)."""
+    import dataclasses
+
+    from faithjudge.cli.canary import canary_records
+    from faithjudge.reports.canary import run_standing
+
+    if records is None:
+        try:
+            records = canary_records(None)
+        except FaithJudgeError as exc:  # a report is not refused for an unreadable record
+            err.print(f"judge canary not shown: {exc}", highlight=False, markup=False)
+            return report
+    return dataclasses.replace(report, canary=tuple(run_standing(records, report.judges)))
 
 
 def _unevaluable(reason: object, code: ExitCode, junit: Path | None, md: Path | None) -> typer.Exit:

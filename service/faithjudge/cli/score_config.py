@@ -9,7 +9,7 @@ it gates together. Every key is optional; a command-line option overrides its ke
     output = "results.jsonl"      # --output
     evaluator = "lexicon:v1"
     concurrency = 8
-    prompt_set = "v1"             # a name, or a folder
+    prompt_set = "v2"             # a name, or a folder
     knowledge_base = "cxr_vqa"    # a name, or a JSON file
     data_dir = ".faithjudge"      # where the response cache lives
     cache = true
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from faithjudge.errors import UserInputError
 from faithjudge.jsonl import describe_validation_error
-from faithjudge.toml_file import read_toml
+from faithjudge.toml_file import read_toml, unknown_keys
 
 __all__ = ["ScoreConfig", "load_score_config"]
 
@@ -76,6 +76,10 @@ def load_score_config(path: Path) -> ScoreConfig:
         )
     if not isinstance(table, dict):
         raise UserInputError(f"{path}: [score] must be a table", field="config")
+    # before pydantic, whose "Extra inputs are not permitted" names no key it would take instead
+    problem = unknown_keys("score", table, ScoreConfig.model_fields)
+    if problem is not None:
+        raise UserInputError(f"{path}: {problem}", field="config")
     # TOML has no path type: paths are strings, checked as such before they become paths
     paths = {k: v for k, v in table.items() if k in ("input", "output", "data_dir")}
     for key, value in paths.items():

@@ -6,8 +6,15 @@ Specs: ``openai:MODEL``, ``openai-batch:MODEL`` (the provider's Batch API), ``li
 settings it reads (a pydantic model; ``Settings.options`` fills it from ``FAITHJUDGE_<FIELD>``).
 Factories and settings models may be registered as lazy ``"module:object"`` references, and
 factories import their SDKs themselves, so an optional extra is needed only when its backend is
-used. A plugin adds a backend with ``register_evaluator``; the ``--evaluator`` help of every
-command and the error for an unknown backend list the registry.
+used. A plugin adds a backend with ``register_evaluator``, or as an entry point of its installed
+package in the ``faithjudge.evaluators`` group (``NAME = package.module:object``, the object an
+``EvaluatorBackend`` or a factory), imported only when a spec names it; the ``--evaluator`` help
+of every command and the error for an unknown backend list the registry.
+
+A backend says whether it is a Batch API route (``batch_route``: its requests go to the
+provider's Batch API, sent by a batch phase before the run) and which live backend answers the
+same requests at once (``live_twin``): ``is_batch_route`` and ``live_spec`` read that, so no
+caller tells a route by its name.
 """
 
 from __future__ import annotations
@@ -16,7 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from faithjudge_client.registry import Registry, RegistryError, UnknownName, resolve_ref
+from faithjudge_client.registry import (
+    PluginError,
+    Registry,
+    RegistryError,
+    UnknownName,
+    resolve_ref,
+)
 from pydantic import BaseModel
 
 from faithjudge.errors import ConfigError, UserInputError
@@ -36,6 +49,8 @@ __all__ = [
     "Usage",
     "evaluator_forms",
     "evaluator_help",
+    "is_batch_route",
+    "live_spec",
     "make_evaluator",
     "register_evaluator",
 ]
@@ -56,6 +71,13 @@ class EvaluatorBackend:
     """The pydantic model of its own settings (credentials, endpoints), or a lazy reference to
     it: each field ``NAME`` is ``FAITHJUDGE_<NAME>`` or ``Settings(NAME=...)``. The factory reads
     them with ``settings.options(Model)``; ``make_evaluator`` checks them first."""
+    batch_route: bool = False
+    """Its requests go through the provider's Batch API: a batch phase sends them before the
+    run (``faithjudge score``, the service's jobs) and the evaluator, an
+    ``OpenAIBatchEvaluator``, reads the answers it recorded."""
+    live_twin: str | None = None
+    """The backend that sends the same requests live, answering at once (``openai`` for
+    ``openai-batch``): what ``check-judge`` probes before a batch is paid."""
 
     def options_model(self) -> type[BaseModel] | None:
         model = _resolved(self.options)
@@ -75,7 +97,17 @@ class EvaluatorBackend:
         factory = _resolved(self.factory)
         if not callable(factory):
             raise ConfigError(f"evaluator {self.form}: factory {self.factory!r} is not callable")
-        return cast(EvaluatorFactory, factory)(target, settings)
+        evaluator = cast(EvaluatorFactory, factory)(target, settings)
+        if self.batch_route:
+            from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
+
+            # the batch phases drive this class alone; another would be scored as never sent
+            if not isinstance(evaluator, OpenAIBatchEvaluator):
+                raise ConfigError(
+                    f"evaluator {self.form} is a Batch API route, but its factory built a "
+                    f"{type(evaluator).__name__}, not an OpenAIBatchEvaluator"
+                )
+        return evaluator
 
 
 def _resolved(entry: object) -> object:
@@ -87,8 +119,23 @@ def _resolved(entry: object) -> object:
         raise ConfigError(f"cannot load an evaluator backend: {exc}") from exc
 
 
-EVALUATORS: Registry[EvaluatorBackend] = Registry("evaluator backend")
-"""Every backend by name (the part of a spec before ``:``), in help order."""
+def _installed_backend(name: str, found: object) -> EvaluatorBackend:
+    """The backend an installed package's ``faithjudge.evaluators`` entry point names: an
+    ``EvaluatorBackend``, or a factory (written ``NAME:TARGET``, declaring no settings)."""
+    if ":" in name or name != name.strip():
+        raise ValueError(f"{name!r} is no backend name (no ':' or surrounding spaces)")
+    if isinstance(found, EvaluatorBackend):
+        return found
+    if callable(found):
+        return EvaluatorBackend(form=f"{name}:TARGET", factory=cast(EvaluatorFactory, found))
+    raise TypeError(f"names a {type(found).__name__}, not an EvaluatorBackend or a factory")
+
+
+EVALUATORS: Registry[EvaluatorBackend] = Registry(
+    "evaluator backend", group="faithjudge.evaluators", adapt=_installed_backend
+)
+"""Every backend by name (the part of a spec before ``:``), in help order: those registered
+here, then those of installed packages."""
 
 
 def register_evaluator(
@@ -97,10 +144,13 @@ def register_evaluator(
     spec: str | None = None,
     *,
     options: type[BaseModel] | str | None = None,
+    batch_route: bool = False,
+    live_twin: str | None = None,
     replace: bool = False,
 ) -> EvaluatorBackend:
     """Make ``name:TARGET`` specs build evaluators with ``factory`` (``spec`` shows the form;
-    ``options`` is the model of the settings the backend reads).
+    ``options`` is the model of the settings the backend reads; ``batch_route`` and
+    ``live_twin`` as ``EvaluatorBackend`` says).
 
     Raises:
         ValueError: an invalid name, or ``name`` already taken by another backend (unless
@@ -108,7 +158,13 @@ def register_evaluator(
     """
     if not name or ":" in name or name != name.strip():
         raise ValueError(f"invalid backend name {name!r}")
-    backend = EvaluatorBackend(form=spec or f"{name}:TARGET", factory=factory, options=options)
+    backend = EvaluatorBackend(
+        form=spec or f"{name}:TARGET",
+        factory=factory,
+        options=options,
+        batch_route=batch_route,
+        live_twin=live_twin,
+    )
     EVALUATORS.register(name, backend, replace=replace)
     return backend
 
@@ -122,14 +178,62 @@ register_evaluator(
     f"{_BUILTIN}:openai_batch",
     "openai-batch:MODEL (the provider's Batch API, half price)",
     options=_OPENAI_OPTIONS,
+    batch_route=True,
+    live_twin="openai",
 )
 register_evaluator("litellm", f"{_BUILTIN}:litellm", "litellm:MODEL")
 register_evaluator("replay", f"{_BUILTIN}:replay", "replay:FILE[#judge]")
 
 
 def evaluator_forms() -> tuple[str, ...]:
-    """How each registered backend's spec is written, in registration order."""
-    return tuple(EVALUATORS.get(name).form for name in EVALUATORS.names())
+    """How each registered backend's spec is written, in registration order. An installed
+    package's backend is shown as ``NAME:TARGET``: listing it imports nothing of the package,
+    so a slow or broken plugin costs nothing until a spec names it."""
+    return tuple(
+        f"{name}:TARGET" if EVALUATORS.plugin(name) is not None else EVALUATORS.get(name).form
+        for name in EVALUATORS.names()
+    )
+
+
+def _backend_of(spec: str) -> EvaluatorBackend | None:
+    """The backend ``spec`` names (loaded), or None when it names none.
+
+    Raises:
+        ConfigError: an installed package's backend that cannot be loaded.
+    """
+    name, sep, _ = spec.strip().partition(":")
+    if not sep:
+        return None
+    try:
+        return EVALUATORS.get(name.strip())
+    except UnknownName:
+        return None
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def is_batch_route(spec: str) -> bool:
+    """Whether ``spec``'s backend sends its requests through the provider's Batch API (an
+    unknown backend is none; building it says why it is unknown).
+
+    Raises:
+        ConfigError: an installed package's backend that cannot be loaded.
+    """
+    backend = _backend_of(spec)
+    return backend is not None and backend.batch_route
+
+
+def live_spec(spec: str) -> str:
+    """The spec that sends ``spec``'s requests live: its backend's live twin with the same
+    target (``openai-batch:m`` -> ``openai:m``), or ``spec`` itself.
+
+    Raises:
+        ConfigError: an installed package's backend that cannot be loaded.
+    """
+    backend = _backend_of(spec)
+    if backend is None or backend.live_twin is None:
+        return spec
+    return f"{backend.live_twin}:{spec.partition(':')[2]}"
 
 
 def evaluator_help() -> str:
@@ -146,13 +250,15 @@ def make_evaluator(spec: str, *, settings: Settings | None = None) -> Evaluator:
     Raises:
         UserInputError: an unknown backend (the message lists the registered ones) or no target.
         ConfigError: a backend setting the backend's model refuses, or a backend that cannot
-            be loaded.
+            be loaded (an installed package's: the message names it and its entry point).
     """
     backend_name, sep, target = spec.partition(":")
     try:
         backend = EVALUATORS.get(backend_name.strip()) if sep else None
     except UnknownName:
         backend = None
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from exc
     if backend is None:
         known = ", ".join(evaluator_forms())
         raise UserInputError(f"unknown evaluator {spec!r}: use one of {known}", field="evaluator")

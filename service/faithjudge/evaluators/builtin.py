@@ -15,10 +15,30 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from faithjudge.evaluators.base import Evaluator
 from faithjudge.settings import Settings
 
-__all__ = ["OpenAIOptions", "lexicon", "litellm", "openai", "openai_batch", "replay"]
+__all__ = [
+    "OpenAIOptions",
+    "PromptCacheOptions",
+    "lexicon",
+    "litellm",
+    "openai",
+    "openai_batch",
+    "replay",
+]
 
 
-class OpenAIOptions(BaseModel):
+class PromptCacheOptions(BaseModel):
+    """What the chat backends (``openai``, ``openai-batch``, ``litellm``) read about the
+    provider's prompt cache."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_cache_key: bool = True
+    """Send OpenAI's ``prompt_cache_key`` (a hash of the metric and the question), which routes
+    calls that share a prompt prefix to the same cache; a server that refuses it is learnt and
+    asked without it. ``false`` never sends it."""
+
+
+class OpenAIOptions(PromptCacheOptions):
     """What the ``openai`` and ``openai-batch`` backends read: ``FAITHJUDGE_<FIELD>`` or
     ``Settings(<field>=...)``. Without them the SDK's own ``OPENAI_BASE_URL`` and
     ``OPENAI_API_KEY`` apply (``faithjudge.transport.providers.make_openai_client``)."""
@@ -52,6 +72,7 @@ def openai(target: str, settings: Settings) -> Evaluator:
         seed=settings.seed,
         max_tokens=settings.max_tokens,
         response_format=settings.response_format,
+        send_prompt_cache_key=options.prompt_cache_key,
     )
 
 
@@ -74,6 +95,7 @@ def litellm(target: str, settings: Settings) -> Evaluator:
         max_tokens=settings.max_tokens,
         timeout=settings.timeout_s,
         response_format=settings.response_format,
+        send_prompt_cache_key=settings.options(PromptCacheOptions).prompt_cache_key,
     )
 
 

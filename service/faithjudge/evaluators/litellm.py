@@ -11,7 +11,10 @@ Where a call goes is resolved once, when the backend is built
 (``faithjudge.transport.providers.litellm_route``): LiteLLM's provider for the model and the
 endpoint it would take from the environment. The endpoint is passed to every call explicitly and
 both are part of the cache key, so a run pointed at another server asks that server. The
-response format is learnt per endpoint and model exactly as for the ``openai`` backend.
+response format is learnt per endpoint and model exactly as for the ``openai`` backend, and so is
+a refusal of ``prompt_cache_key`` (LiteLLM refuses a parameter its provider does not take).
+Cached prompt tokens are read from LiteLLM's ``usage.prompt_tokens_details.cached_tokens``,
+where it puts every provider's.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ from faithjudge.evaluators.openai import (
     chat_cache_material,
     explain_chat_failure,
     plain_json,
+    prompt_cache_key,
     response_format_for,
 )
 from faithjudge.transport.base import JudgeResponse, RequestChanged, Usage
+from faithjudge.transport.chat import usage_from
 from faithjudge.transport.judge_servers import (
     RESPONSE_FORMATS,
     is_local_server,
+    refuses_prompt_cache_key,
     refuses_response_format,
     server_memo,
 )
@@ -57,6 +63,7 @@ class LiteLLMEvaluator:
         timeout: float = 60.0,
         response_format: ResponseFormatMode = "auto",
         litellm_module: ModuleType | None = None,
+        send_prompt_cache_key: bool = True,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty string")
@@ -75,6 +82,7 @@ class LiteLLMEvaluator:
         self._timeout = timeout
         self._setting = response_format
         self._forced = None if response_format == "auto" else response_format
+        self._send_cache_key = send_prompt_cache_key
         # keyed like the openai backend's: the same server refuses the same formats
         self._server = server_memo(self._api_base or f"litellm:{self._provider}", model)
         self._errors = LiteLLMErrors(self._litellm)
@@ -120,7 +128,7 @@ class LiteLLMEvaluator:
         )
 
     def should_retry(self, exc: BaseException) -> bool:
-        if refuses_response_format(exc):
+        if refuses_response_format(exc) or refuses_prompt_cache_key(exc):
             return False  # the same request would be refused again
         return self._errors.should_retry(exc)
 
@@ -139,8 +147,9 @@ class LiteLLMEvaluator:
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         mode = self.response_format
+        response_format = response_format_for(mode, request)
         try:
-            response = await self._complete(messages, response_format_for(mode, request))
+            response = await self._complete_keyed(messages, response_format, request)
         except Exception as exc:
             if self._forced is None and refuses_response_format(exc) and self._server.refused(mode):
                 raise RequestChanged(
@@ -149,10 +158,33 @@ class LiteLLMEvaluator:
             raise
         return replace(response, response_format=mode)
 
+    async def _complete_keyed(
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict[str, Any] | None,
+        request: JudgeRequest,
+    ) -> JudgeResponse:
+        """The reply, asked with ``prompt_cache_key`` unless the endpoint refused it; a refusal
+        is learnt for the endpoint and the call sent again without it, within the attempt."""
+        if not self._send_cache_key or self._server.prompt_cache_key_refused:
+            return await self._complete(messages, response_format)
+        try:
+            return await self._complete(messages, response_format, prompt_cache_key(request))
+        except Exception as exc:
+            if not refuses_prompt_cache_key(exc):
+                raise
+            self._server.prompt_cache_key_refused = True
+        return await self._complete(messages, response_format)
+
     async def _complete(
-        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict[str, Any] | None,
+        cache_key: str | None = None,
     ) -> JudgeResponse:
         kwargs: dict[str, Any] = {}
+        if cache_key is not None:
+            kwargs["prompt_cache_key"] = cache_key
         if response_format is not None:
             kwargs["response_format"] = plain_json(response_format)
         if self._seed is not None:
@@ -173,14 +205,10 @@ class LiteLLMEvaluator:
         if choices:
             text = getattr(choices[0].message, "content", None) or ""
             finish = getattr(choices[0], "finish_reason", None)
-        usage = getattr(result, "usage", None)
         return JudgeResponse(
             text=text,
             model=getattr(result, "model", None),
-            usage=Usage(
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            ),
+            usage=_usage_of(getattr(result, "usage", None)),
             fingerprint=getattr(result, "system_fingerprint", None),
             finish_reason=finish if isinstance(finish, str) else None,
         )
@@ -188,3 +216,26 @@ class LiteLLMEvaluator:
     async def aclose(self) -> None:
         # LiteLLM keeps module-level HTTP clients that it owns and closes itself.
         return None
+
+
+def _usage_of(usage: Any) -> Usage:
+    """The token counts of LiteLLM's ``Usage``: it writes every provider's cached prompt tokens
+    (Anthropic's ``cache_read_input_tokens``, DeepSeek's ``prompt_cache_hit_tokens``) into
+    OpenAI's ``prompt_tokens_details.cached_tokens``, where the chat wire keeps them too."""
+    if usage is None:
+        return Usage()
+    if isinstance(usage, Mapping):
+        return usage_from(usage)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = (
+        details.get("cached_tokens")
+        if isinstance(details, Mapping)
+        else getattr(details, "cached_tokens", None)
+    )
+    return usage_from(
+        {
+            "prompt_tokens": getattr(usage, "prompt_tokens", 0),
+            "completion_tokens": getattr(usage, "completion_tokens", 0),
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+    )

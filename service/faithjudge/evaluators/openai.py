@@ -23,6 +23,16 @@ for any server once a reply took a quarter of the timeout or a call timed out. A
 refuses ``stream: true`` (400 or 422 naming it) is asked again at once unstreamed, within the
 same attempt, and every later call to it in the process is unstreamed.
 
+Prompt caching: providers that cache prompt prefixes (OpenAI: from 1,024 tokens, in 128-token
+blocks) bill the cached part at a lower rate and report it as
+``usage.prompt_tokens_details.cached_tokens``, which every result keeps as
+``provenance.tokens.cached``. Each call also sends OpenAI's ``prompt_cache_key``, a hash of the
+metric and the question (``prompt_cache_key``): calls sharing the question's prefix are routed
+to the same cache. A server that refuses the field is asked again at once without it, within the
+same attempt, and every later call to it in the process goes without it
+(``FAITHJUDGE_PROMPT_CACHE_KEY=false`` never sends it). The key is no part of the response
+cache's key: it decides where the prompt is cached, never what the judge answers.
+
 Context window: a prompt the server refuses as longer than its context is not retried (the same
 prompt would be refused again), and the failure keeps the server's words, the sizes it gave and
 where the context is set. A stream that ends before any chunk is asked again unstreamed within
@@ -34,6 +44,7 @@ context, not by the token limit: its finish reason is recorded as ``context_leng
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -57,6 +68,7 @@ from faithjudge.transport.judge_servers import (
     ResponseFormatSetting,
     context_overflow,
     is_local_server,
+    refuses_prompt_cache_key,
     refuses_response_format,
     refuses_stream,
     response_format_body,
@@ -74,6 +86,7 @@ __all__ = [
     "chat_cache_material",
     "explain_chat_failure",
     "plain_json",
+    "prompt_cache_key",
     "response_format_for",
 ]
 
@@ -101,6 +114,22 @@ def response_format_for(mode: str, request: JudgeRequest) -> dict[str, Any] | No
     return response_format_body(mode, name=request.schema_name, schema=request.response_schema)
 
 
+PROMPT_CACHE_KEY = "prompt_cache_key"
+
+
+def prompt_cache_key(request: JudgeRequest) -> str:
+    """OpenAI's ``prompt_cache_key`` for ``request``: a hash of its metric and question.
+
+    The prompt sets put what every call of a metric shares first and the question's block (its
+    KB entry) next, so the calls of one metric and question share the longest prefix: routed
+    together, they find it cached. A metric whose prompt holds no question (confidence tone)
+    shares its key over all calls.
+    """
+    question = request.inputs.get("question")
+    material = f"{request.metric}\0{question if isinstance(question, str) else ''}"
+    return "fj-" + hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def chat_cache_material(
     backend: str,
     *,
@@ -114,8 +143,8 @@ def chat_cache_material(
     route: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a chat-completions call sends, as the cache keys it (no timeouts, no retries, no
-    streaming: none of them changes the answer). ``route`` adds what else decides which model
-    answers (LiteLLM's provider)."""
+    streaming, no ``prompt_cache_key``: none of them changes the answer). ``route`` adds what
+    else decides which model answers (LiteLLM's provider)."""
     material = {
         "backend": backend,
         "base_url": base_url,
@@ -217,6 +246,7 @@ class OpenAIEvaluator:
         max_tokens: int = 1024,
         response_format: ResponseFormatMode = "auto",
         stream: bool | None = None,
+        send_prompt_cache_key: bool = True,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty string")
@@ -231,6 +261,7 @@ class OpenAIEvaluator:
         self._max_tokens_field = max_tokens_field_for(self._base_url)
         self._server = server_memo(self._base_url, model)
         self._stream = stream
+        self._send_cache_key = send_prompt_cache_key
         self._timeout = _timeout_of(client)
         self.paced = is_local_server(self._base_url)
         """A server on this machine or network: the caller learns how many calls it takes."""
@@ -291,7 +322,7 @@ class OpenAIEvaluator:
     def should_retry(self, exc: BaseException) -> bool:
         if isinstance(exc, StreamCutShort):
             return True
-        if refuses_response_format(exc) or refuses_stream(exc):
+        if refuses_response_format(exc) or refuses_stream(exc) or refuses_prompt_cache_key(exc):
             return False  # the same request would be refused again
         if context_overflow(exc) is not None:
             return False  # the same prompt does not fit the next time either
@@ -345,6 +376,25 @@ class OpenAIEvaluator:
         return replace(response, response_format=mode)
 
     async def _send(self, body: dict[str, Any], stream: bool) -> JudgeResponse:
+        """The reply to ``body``; a refused ``prompt_cache_key`` is learnt for the server and the
+        call sent again without it, within the same attempt (the answer is the same)."""
+        try:
+            return await self._send_once(body, stream)
+        except openai.APIStatusError as exc:
+            if not self._drop_refused_cache_key(body, exc):
+                raise
+        return await self._send_once(body, stream)
+
+    def _drop_refused_cache_key(self, body: dict[str, Any], exc: BaseException) -> bool:
+        """Whether ``exc`` refused the ``prompt_cache_key`` of ``body``: then it is taken out of
+        ``body`` and the server remembered to refuse it."""
+        if PROMPT_CACHE_KEY not in body or not refuses_prompt_cache_key(exc):
+            return False
+        self._server.prompt_cache_key_refused = True  # learnt once for this server and model
+        del body[PROMPT_CACHE_KEY]
+        return True
+
+    async def _send_once(self, body: dict[str, Any], stream: bool) -> JudgeResponse:
         """The reply to ``body``, streamed when ``stream``; a refused stream, or one that ended
         before any chunk, is asked again unstreamed within the same attempt."""
         if not stream:
@@ -389,6 +439,8 @@ class OpenAIEvaluator:
             try:
                 response = await self._create(body)
             except openai.APIStatusError as exc:
+                if self._drop_refused_cache_key(body, exc):
+                    continue
                 # a refused format is learnt here as a graded call would learn it
                 refused = self._forced is None and refuses_response_format(exc)
                 if refused and self._server.refused(mode):
@@ -433,6 +485,8 @@ class OpenAIEvaluator:
         response_format = response_format_for(mode, request)
         if response_format is not None:
             body["response_format"] = response_format
+        if self._send_cache_key and not self._server.prompt_cache_key_refused:
+            body[PROMPT_CACHE_KEY] = prompt_cache_key(request)
         return body
 
     async def _create(self, body: dict[str, Any]) -> JudgeResponse:

@@ -26,14 +26,13 @@ import contextvars
 import logging
 import sqlite3
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 import anyio
 
-from faithjudge.jobs.interface import KeptAnswer, StoreUnavailable
+from faithjudge.jobs.interface import AnswerStore, KeptAnswer, StoreUnavailable
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.cache import ResponseCache
 
@@ -48,16 +47,6 @@ _WARN_EVERY_S = 60.0
 """At most one warning per this many seconds while the local file keeps failing."""
 _RETRY_S = 1.0
 """Pause before the writer tries the store again after a failed write."""
-
-
-class AnswerStore(Protocol):
-    """What the cache needs of a job store (``JobStore`` has both)."""
-
-    async def keep_answers(self, answers: Sequence[KeptAnswer]) -> None: ...
-
-    async def answers_of_lines(
-        self, batch_id: str, seqs: Collection[int]
-    ) -> list[tuple[str, JudgeResponse]]: ...
 
 
 class StoreAnswerCache(ResponseCache):

@@ -24,10 +24,10 @@ from faithjudge_client.lines import ScoreRequest
 from faithjudge.errors import UserInputError
 from faithjudge.jobs.interface import (
     ActiveBatchLimit,
+    BatchIntake,
     BatchRow,
     IdempotencyConflict,
     JobJudge,
-    JobStore,
 )
 from faithjudge.request_lines import read_request, readable_text
 
@@ -181,7 +181,7 @@ async def _digest_rest(chunks: AsyncIterator[bytes], limits: IngestLimits) -> st
 
 
 async def submit_batch(
-    store: JobStore,
+    store: BatchIntake,
     chunks: AsyncIterator[bytes],
     *,
     tenant: str,
@@ -245,7 +245,7 @@ async def _replay(
 
 
 async def _ingest(
-    store: JobStore, row: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits
+    store: BatchIntake, row: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits
 ) -> Submission:
     digest = hashlib.sha256()
     splitter = _Lines(max_line_bytes=limits.max_line_bytes)

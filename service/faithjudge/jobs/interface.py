@@ -1,17 +1,24 @@
 """The job-store contract: what the API, the ingest and the workers may ask of a store.
 
-``JobStore`` is the interface, the dataclasses are the rows it speaks in, and the constants are
-its states; nothing here knows SQL. A store claims its URL schemes in ``JOB_STORES`` (by a
-lazy ``"module:Class"`` reference, so this module imports no store) and ``open_job_store(url)``
-looks the scheme up: ``SqlJobStore`` (``faithjudge.jobs.sql_store``, SQLAlchemy) claims
-``sqlite``, ``sqlite+aiosqlite``, ``postgresql``, ``postgres`` and ``postgresql+asyncpg``. A new
-store implements every method below, registers its schemes with ``register_job_store`` and
-passes the contract suite (``tests/integration/test_job_store_contract.py``, which runs on every
-registered store).
+The dataclasses are the rows a store speaks in, the constants its states and the exceptions its
+errors; nothing here knows SQL. ``JobStore`` is the union of the roles the domain uses, each a
+protocol of its own: ``BatchIntake`` (an upload), ``BatchReader`` (status, results, control),
+``LineQueue`` (the workers' leases), ``ProviderPhaseStore`` (the batch route's phase and a
+``ProviderLedger`` per job) and ``AnswerStore`` (judge answers every replica reads); a module
+that needs one role asks for that role only.
+
+A store claims its URL schemes in ``JOB_STORES`` (by a lazy ``"module:Class"`` reference, so
+this module imports no store) and ``open_job_store(url)`` looks the scheme up: ``SqlJobStore``
+(``faithjudge.jobs.sql.store``, SQLAlchemy) claims ``sqlite``, ``sqlite+aiosqlite``,
+``postgresql``, ``postgres`` and ``postgresql+asyncpg``; ``MemoryJobStore``
+(``faithjudge.jobs.memory_store``) claims ``memory``. A new store implements every role,
+registers its schemes with ``register_job_store`` and passes the contract suite
+(``tests/integration/test_job_store_contract.py``, which runs on every registered store).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +29,6 @@ from faithjudge.errors import ConfigError, FaithJudgeError
 from faithjudge.transport.batch import Ledger
 
 if TYPE_CHECKING:
-    from faithjudge.jobs.provider_ledger import LedgerTotals
     from faithjudge.transport.base import JudgeResponse
 
 __all__ = [
@@ -30,11 +36,17 @@ __all__ = [
     "DONE",
     "JOB_STORES",
     "LEASED",
+    "LINE_STAGES",
+    "LINE_STATUSES",
+    "OCCUPYING_STATES",
     "PENDING",
     "PHASE_UNDERWAY_PREFIX",
     "RECENT_S",
     "WAITING_PREFIX",
     "ActiveBatchLimit",
+    "AnswerStore",
+    "BatchIntake",
+    "BatchReader",
     "BatchRow",
     "ClaimedLine",
     "DoneLine",
@@ -43,9 +55,13 @@ __all__ = [
     "JobStore",
     "JobStoreClass",
     "KeptAnswer",
+    "LedgerTotals",
     "LineCounts",
+    "LineQueue",
     "ProviderLedger",
+    "ProviderPhaseStore",
     "StoreUnavailable",
+    "new_batch_id",
     "open_job_store",
     "register_job_store",
     "store_schemes",
@@ -63,6 +79,17 @@ again): once the job ends, or waits for its judge with no phase held, they no lo
 WAITING_PREFIX = "waiting for a worker that offers judge "
 """How the detail of a job that no worker may score begins; the first claim of its lines clears
 such a detail (and no other)."""
+LINE_STATUSES = ("valid", "abstained", "invalid")
+"""Metric statuses a store counts per line (``DoneLine.statuses``) and sums (``LineCounts``)."""
+LINE_STAGES = ("parse", "schema", "evidence", "abstain", "transport", "kb", "input")
+"""Failure stages a store counts per line (``DoneLine.stages``) and sums (``LineCounts``)."""
+OCCUPYING_STATES = ("ingesting", "queued", "running")
+"""Batch states that hold one of the tenant's slots (an upload holds one already)."""
+
+
+def new_batch_id() -> str:
+    """A fresh batch id (``b_`` and 32 hex digits), unique across processes and stores."""
+    return f"b_{uuid.uuid4().hex}"
 
 
 class StoreUnavailable(FaithJudgeError):
@@ -162,6 +189,16 @@ class KeptAnswer:
     response: JudgeResponse
 
 
+@dataclass(frozen=True, slots=True)
+class LedgerTotals:
+    """What a job's provider phase cost, over every process that worked on it."""
+
+    files_uploaded: int
+    batches_created: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class ProviderLedger(Ledger, Protocol):
     """A job's Batch API ledger in the store: the runner's ``Ledger`` plus staging helpers."""
 
@@ -195,16 +232,9 @@ class ProviderLedger(Ledger, Protocol):
         ...
 
 
-class JobStore(Protocol):
-    """Durable batches of request lines, leased to workers and answered once each."""
+class BatchIntake(Protocol):
+    """An upload: a batch is invisible to workers until ``finish_ingest``."""
 
-    embedded: bool
-    """True when one process owns the store (SQLite): leases found at start-up are stale."""
-
-    async def close(self) -> None: ...
-    async def ping(self) -> None: ...
-
-    # ingest: a batch is invisible to workers until ``finish_ingest``
     async def begin_batch(
         self,
         *,
@@ -224,17 +254,6 @@ class JobStore(Protocol):
         """Keep rejected lines ``(line, LineRejection JSON)`` as the upload streams."""
         ...
 
-    async def rejections_page(
-        self, batch_id: str, *, after: int, limit: int, skip: int = 0
-    ) -> list[tuple[int, str]]:
-        """What ``add_rejections`` kept for lines numbered above ``after``, in line order: at
-        most ``limit``, the first ``skip`` passed over."""
-        ...
-
-    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
-        """How many rejected lines ``add_rejections`` kept (those numbered below ``before``)."""
-        ...
-
     async def finish_ingest(
         self,
         batch_id: str,
@@ -252,7 +271,10 @@ class JobStore(Protocol):
     async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None: ...
     async def count_occupying(self, tenant: str) -> int: ...
 
-    # reading
+
+class BatchReader(Protocol):
+    """What the API reads and changes of a tenant's batches."""
+
     async def get_batch(self, tenant: str, batch_id: str) -> BatchRow | None: ...
     async def line_counts(self, batch_id: str) -> LineCounts: ...
     async def list_batches(
@@ -263,8 +285,6 @@ class JobStore(Protocol):
     ) -> list[Any]: ...
     async def line_number(self, batch_id: str, seq: int) -> int: ...
     async def queue_depth(self) -> int: ...
-
-    # control
     async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None: ...
     async def retry_transport_failures(
         self, tenant: str, batch_id: str, *, max_active: int | None = None
@@ -276,7 +296,21 @@ class JobStore(Protocol):
         be queued while the tenant already occupies that many slots."""
         ...
 
-    # workers: lease, renew, release, complete
+    async def rejections_page(
+        self, batch_id: str, *, after: int, limit: int, skip: int = 0
+    ) -> list[tuple[int, str]]:
+        """What ``add_rejections`` kept for lines numbered above ``after``, in line order: at
+        most ``limit``, the first ``skip`` passed over."""
+        ...
+
+    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
+        """How many rejected lines ``add_rejections`` kept (those numbered below ``before``)."""
+        ...
+
+
+class LineQueue(Protocol):
+    """The workers' side: lines leased, renewed, released and completed."""
+
     async def recover(self) -> None: ...
     async def active_batch_ids(
         self,
@@ -306,8 +340,11 @@ class JobStore(Protocol):
     async def release(self, owner: str) -> None: ...
     async def complete(self, owner: str, done: Sequence[DoneLine]) -> None: ...
 
-    # the provider phase (``openai-batch``): one process at a time sends a job's judge requests
-    # through the Batch API, under a lease; its ledger and answers live in the store
+
+class ProviderPhaseStore(Protocol):
+    """The provider phase (``openai-batch``): one process at a time sends a job's judge
+    requests through the Batch API, under a lease; its ledger and answers live in the store."""
+
     def provider_ledger(
         self,
         batch_id: str,
@@ -362,7 +399,10 @@ class JobStore(Protocol):
         ``judges`` only (by key) when given: a page in id order, those after id ``after``."""
         ...
 
-    # judge answers of the live route, shared by every process on the store
+
+class AnswerStore(Protocol):
+    """Judge answers of the live route, shared by every process on the store."""
+
     async def keep_answers(self, answers: Sequence[KeptAnswer]) -> None:
         """Keep ``answers`` in one transaction; a key kept already keeps its first answer."""
         ...
@@ -371,6 +411,19 @@ class JobStore(Protocol):
         self, batch_id: str, seqs: Collection[int]
     ) -> list[tuple[str, JudgeResponse]]:
         """(key, answer) of every answer kept while scoring lines ``seqs`` of ``batch_id``."""
+        ...
+
+
+class JobStore(BatchIntake, BatchReader, LineQueue, ProviderPhaseStore, AnswerStore, Protocol):
+    """Durable batches of request lines, leased to workers and answered once each: every role."""
+
+    embedded: bool
+    """True when one process owns the store (SQLite, memory): leases found at start-up are
+    stale."""
+
+    async def close(self) -> None: ...
+    async def ping(self) -> None:
+        """Raise ``StoreUnavailable`` unless the store answers now."""
         ...
 
 
@@ -401,8 +454,9 @@ def register_job_store(
 
 register_job_store(
     ("sqlite", "sqlite+aiosqlite", "postgresql", "postgres", "postgresql+asyncpg"),
-    "faithjudge.jobs.sql_store:SqlJobStore",
+    "faithjudge.jobs.sql.store:SqlJobStore",
 )
+register_job_store(("memory",), "faithjudge.jobs.memory_store:MemoryJobStore")
 
 
 def store_schemes() -> tuple[str, ...]:
@@ -411,8 +465,8 @@ def store_schemes() -> tuple[str, ...]:
 
 
 async def open_job_store(url: str, *, schema: str | None = None, migrate: bool = True) -> JobStore:
-    """The store at ``url`` (``sqlite:///PATH``, ``postgresql://...``, or any scheme of
-    ``JOB_STORES``), connected and migrated unless ``migrate`` is False.
+    """The store at ``url`` (``sqlite:///PATH``, ``postgresql://...``, ``memory://NAME``, or any
+    scheme of ``JOB_STORES``), connected and migrated unless ``migrate`` is False.
 
     Raises:
         ConfigError: a URL without a scheme, or a scheme no store claims (listing them).

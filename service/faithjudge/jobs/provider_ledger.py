@@ -1,463 +1,55 @@
-"""The Batch API ledger of one job, in the job store (``faithjudge.transport.batch.Ledger``).
+"""The store-neutral half of a job's Batch API ledger: staging request rows into parts.
 
-The CLI keeps its ledger in a SQLite file and its part files beside it; the service keeps the
-ledger in the job store, so a replica that takes over a job's provider phase finds the same
-parts and batches, and any replica scoring the lines finds every answer. A request row names the
-job line it comes from; a part file is rebuilt from those lines (``render``) when it is
-uploaded, and a retry's line when it is staged again, so the store never holds the ~10 KB
-Batch API line of every request. A request row keeps the answer it got, not only the cache of
-the process that collected it. A lost or refused connection comes out of every call as
-``StoreUnavailable``, which the provider phase waits out.
+A job's ledger (``ProviderLedger`` of ``faithjudge.jobs.interface``) lives in the job store, so a
+replica that takes over a job's provider phase finds the same parts and batches. A request row
+names the job line it comes from; its Batch API line is rebuilt from that line (``Render``)
+when its part is uploaded, so no store keeps the ~10 KB line of every request. ``JobPartWriter``
+fills parts within the per-file limits for any store: the store provides the four steps of
+``PartStaging`` (a new part, its request rows, sealing it, dropping unsent parts).
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import IO, Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
 
-import orjson
-from sqlalchemy import (
-    Integer,
-    Select,
-    String,
-    Text,
-    and_,
-    bindparam,
-    case,
-    delete,
-    func,
-    insert,
-    select,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncEngine
+from faithjudge.transport.batch import PartLimits
 
-from faithjudge.jobs.schema import batch_lines, batches, provider_parts, provider_requests
-from faithjudge.jobs.store_errors import converted_iter, shielded
-from faithjudge.transport.base import JudgeResponse, Usage
-from faithjudge.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
-
-__all__ = [
-    "JobLedger",
-    "LedgerTotals",
-    "Render",
-    "answer_from_json",
-    "answer_to_json",
-    "same_tenant",
-]
+__all__ = ["ROWS_PER_WRITE", "JobPartWriter", "PartStaging", "Render"]
 
 Render = Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]]
 """(key, upload line number, request line JSON) of requests -> (key, Batch API line) of those
 that the line still makes (in any order)."""
 
-_ROWS_PER_INSERT = 1_000
-_PART_COLUMNS = (
-    "id",
-    "lines",
-    "bytes",
-    "file_id",
-    "batch_id",
-    "state",
-    "done",
-    "completed",
-    "failed",
-)
+ROWS_PER_WRITE = 1_000
+"""Request rows a writer hands the store at once (and a SQL statement takes at most)."""
 
 
-def answer_to_json(response: JudgeResponse) -> str:
-    return orjson.dumps(
-        {
-            "text": response.text,
-            "model": response.model,
-            "fingerprint": response.fingerprint,
-            "prompt_tokens": response.usage.prompt_tokens,
-            "completion_tokens": response.usage.completion_tokens,
-        }
-    ).decode()
+class PartStaging(Protocol):
+    """What a job's ledger does for ``JobPartWriter``; each step is durable when it returns."""
 
+    async def new_part(self) -> int:
+        """An empty, unsealed part of the job: its id."""
+        ...
 
-def answer_from_json(text: str) -> JudgeResponse:
-    data = orjson.loads(text)
-    return JudgeResponse(
-        text=data["text"],
-        model=data.get("model"),
-        usage=Usage(
-            prompt_tokens=int(data.get("prompt_tokens") or 0),
-            completion_tokens=int(data.get("completion_tokens") or 0),
-        ),
-        fingerprint=data.get("fingerprint"),
-        attempts=0,
-        cached=True,
-    )
+    async def write_requests(self, part: int, rows: Sequence[tuple[str, int | None]]) -> None:
+        """Stage requests ``(key, job line seq)`` in ``part``; a key the job holds already (a
+        retry, staged with no seq) moves to ``part`` and keeps its seq."""
+        ...
 
+    async def seal_part(self, part: int, lines: int, size: int) -> None:
+        """Mark ``part`` complete: ``lines`` requests of ``size`` bytes in all."""
+        ...
 
-def _upsert(dialect: str, rows: list[dict[str, Any]]) -> Any:
-    """Insert request rows; a row already there (a retry) moves to the new part."""
-    module = postgresql if dialect == "postgresql" else sqlite
-    statement = module.insert(provider_requests).values(rows)
-    return statement.on_conflict_do_update(
-        index_elements=["batch_id", "key"],
-        set_={"part": statement.excluded.part, "state": statement.excluded.state},
-    )
-
-
-def same_tenant(batch_id: str) -> Select[tuple[str]]:
-    """The ids of the jobs of ``batch_id``'s tenant (its own included)."""
-    tenant = select(batches.c.tenant).where(batches.c.id == batch_id).scalar_subquery()
-    return select(batches.c.id).where(batches.c.tenant == tenant)
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerTotals:
-    """What a job's provider phase cost, over every process that worked on it."""
-
-    files_uploaded: int
-    batches_created: int
-    prompt_tokens: int
-    completion_tokens: int
-
-
-class JobLedger:
-    """The ledger of job ``batch_id`` (see ``faithjudge.transport.batch.Ledger``)."""
-
-    def __init__(
-        self, writer: AsyncEngine, reader: AsyncEngine, batch_id: str, render: Render
-    ) -> None:
-        self._writer = writer
-        self._reader = reader
-        self._render = render
-        self.batch_id = batch_id
-        self.ledger_id = batch_id
-
-    # ----------------------------------------------------------------- staging
-
-    @shielded
-    async def drop_unsealed(self) -> None:
-        """Forget the part a process died writing (its requests are staged again)."""
-        parts = provider_parts.c
-        await self._drop_parts(
-            select(parts.id).where(parts.batch_id == self.batch_id, parts.sealed == 0)
-        )
-
-    @shielded
-    async def _drop_parts(self, part_ids: Any) -> None:
-        """Delete unsent parts: new requests go; a retry staged there waits for the next part."""
-        requests = provider_requests.c
-        mine = [requests.batch_id == self.batch_id, requests.part.in_(part_ids)]
-        async with self._writer.begin() as conn:
-            await conn.execute(delete(provider_requests).where(*mine, requests.tries == 0))
-            await conn.execute(update(provider_requests).where(*mine).values(state="retry"))
-            await conn.execute(delete(provider_parts).where(provider_parts.c.id.in_(part_ids)))
-
-    @shielded
-    async def keys(self) -> set[str]:
-        """Every request this job's phase already holds (staged, sent, answered or failed)."""
-        query = select(provider_requests.c.key).where(provider_requests.c.batch_id == self.batch_id)
-        async with self._reader.connect() as conn:
-            return set((await conn.execute(query)).scalars())
-
-    @shielded
-    async def settled(self, keys: list[str]) -> set[str]:
-        """Those of ``keys`` that a job of this job's tenant has an answer to.
-
-        A failure for good is not settled for another job: it belongs to the job that met it
-        (a provider that failed then may answer now), and answers stay within a tenant.
-        """
-        requests = provider_requests.c
-        found: set[str] = set()
-        tenant_jobs = same_tenant(self.batch_id)
-        async with self._reader.connect() as conn:
-            for start in range(0, len(keys), _ROWS_PER_INSERT):
-                chunk = keys[start : start + _ROWS_PER_INSERT]
-                query = select(requests.key).where(
-                    requests.key.in_(chunk),
-                    requests.state == "answered",
-                    requests.batch_id.in_(tenant_jobs),
-                )
-                found.update((await conn.execute(query)).scalars())
-        return found
-
-    @shielded
-    async def reused_tokens(self, keys: list[str]) -> tuple[int, int]:
-        """(prompt, completion) tokens of the answers a job of this job's tenant has to
-        ``keys``, one answer a key: what this job reuses instead of paying again."""
-        requests = provider_requests.c
-        usage: dict[str, tuple[int, int]] = {}
-        tenant_jobs = same_tenant(self.batch_id)
-        async with self._reader.connect() as conn:
-            for start in range(0, len(keys), _ROWS_PER_INSERT):
-                query = select(requests.key, requests.answer).where(
-                    requests.key.in_(keys[start : start + _ROWS_PER_INSERT]),
-                    requests.state == "answered",
-                    requests.answer.is_not(None),
-                    requests.batch_id.in_(tenant_jobs),
-                )
-                for key, text in (await conn.execute(query)).all():
-                    answer = answer_from_json(text)
-                    usage[key] = (answer.usage.prompt_tokens, answer.usage.completion_tokens)
-        return sum(p for p, _ in usage.values()), sum(c for _, c in usage.values())
-
-    @shielded
-    async def record_answers(self, answers: list[tuple[str, JudgeResponse]]) -> None:
-        """Answers already known (the response cache), so every replica can read them."""
-        if not answers:
-            return
-        rows = [
-            {
-                "batch_id": self.batch_id,
-                "key": key,
-                "state": "answered",
-                "answer": answer_to_json(response),
-            }
-            for key, response in answers
-        ]
-        async with self._writer.begin() as conn:
-            await conn.execute(insert(provider_requests), rows)
-
-    def writer(
-        self, *, max_lines: int = MAX_FILE_LINES, max_bytes: int = MAX_FILE_BYTES
-    ) -> JobPartWriter:
-        return JobPartWriter(self, PartLimits(max_lines, max_bytes))
-
-    @shielded
-    async def _new_part(self) -> int:
-        async with self._writer.begin() as conn:
-            result = await conn.execute(
-                insert(provider_parts).values(batch_id=self.batch_id).returning(provider_parts.c.id)
-            )
-            return int(result.scalar_one())
-
-    @shielded
-    async def _write_requests(self, part: int, rows: list[tuple[str, int | None]]) -> None:
-        values = [
-            {"batch_id": self.batch_id, "key": key, "part": part, "state": "staged", "seq": seq}
-            for key, seq in rows
-        ]
-        async with self._writer.begin() as conn:
-            await conn.execute(_upsert(conn.dialect.name, values))
-
-    @shielded
-    async def _seal(self, part: int, lines: int, size: int) -> None:
-        async with self._writer.begin() as conn:
-            await conn.execute(
-                update(provider_parts)
-                .where(provider_parts.c.id == part)
-                .values(sealed=1, lines=lines, bytes=size)
-            )
-
-    # ----------------------------------------------------------------- the Ledger protocol
-
-    @shielded
-    async def parts(
-        self, *, submitted: bool | None = None, done: bool | None = None
-    ) -> list[dict[str, Any]]:
-        parts = provider_parts.c
-        query = select(
-            parts.id,
-            parts.lines,
-            parts.bytes,
-            parts.file_id,
-            parts.provider_batch_id,
-            parts.state,
-            parts.done,
-            parts.completed,
-            parts.failed,
-        ).where(parts.batch_id == self.batch_id, parts.sealed == 1)
-        if submitted is not None:
-            query = query.where(
-                parts.provider_batch_id.is_not(None)
-                if submitted
-                else parts.provider_batch_id.is_(None)
-            )
-        if done is not None:
-            query = query.where(parts.done == int(done))
-        async with self._reader.connect() as conn:
-            rows = (await conn.execute(query.order_by(parts.id))).all()
-        return [dict(zip(_PART_COLUMNS, row, strict=True)) for row in rows]
-
-    def _sources(self, *where: Any) -> Any:
-        """(key, line number, request line) of this job's requests matching ``where``."""
-        requests, lines = provider_requests.c, batch_lines.c
-        return (
-            select(requests.key, lines.line, lines.request)
-            .select_from(
-                provider_requests.join(
-                    batch_lines,
-                    and_(lines.batch_id == requests.batch_id, lines.seq == requests.seq),
-                )
-            )
-            .where(requests.batch_id == self.batch_id, *where)
-            .order_by(requests.seq, requests.key)
-        )
-
-    async def _chunks(self, *where: Any) -> AsyncIterator[list[tuple[str, int, str]]]:
-        async with self._reader.connect() as conn:
-            result = await conn.stream(self._sources(*where))
-            async for chunk in result.partitions(_ROWS_PER_INSERT):
-                yield [(str(key), int(line), str(raw)) for key, line, raw in chunk]
-
-    async def _rendered(self, *where: Any) -> AsyncIterator[tuple[str, bytes]]:
-        async for chunk in converted_iter(self._chunks(*where)):
-            for key, line in self._render(chunk):
-                yield key, line
-
-    @asynccontextmanager
-    async def open_part(self, part: dict[str, Any]) -> AsyncIterator[tuple[str, IO[bytes]]]:
-        # a part may be 200 MB: written to a real file, which the upload streams (a file-like
-        # object in memory would be read whole)
-        with tempfile.TemporaryFile() as handle:
-            async for _key, line in self._rendered(provider_requests.c.part == part["id"]):
-                handle.write(line)
-            handle.seek(0)
-            yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
-
-    @shielded
-    async def set_file(self, part: int, file_id: str) -> None:
-        async with self._writer.begin() as conn:
-            await conn.execute(
-                update(provider_parts).where(provider_parts.c.id == part).values(file_id=file_id)
-            )
-
-    @shielded
-    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
-        requests = provider_requests.c
-        async with self._writer.begin() as conn:
-            await conn.execute(
-                update(provider_parts)
-                .where(provider_parts.c.id == part)
-                .values(provider_batch_id=batch_id, state=state)
-            )
-            await conn.execute(
-                update(provider_requests)
-                .where(
-                    requests.batch_id == self.batch_id,
-                    requests.part == part,
-                    requests.state == "staged",
-                )
-                .values(state="submitted", tries=requests.tries + 1)
-            )
-
-    @shielded
-    async def set_state(self, part: int, state: str, completed: int, failed: int) -> None:
-        async with self._writer.begin() as conn:
-            await conn.execute(
-                update(provider_parts)
-                .where(provider_parts.c.id == part)
-                .values(state=state, completed=completed, failed=failed)
-            )
-
-    @shielded
-    async def finish_part(
-        self,
-        part: int,
-        outcomes: list[Outcome],
-        leftover: tuple[str, int | None, str] | None,
-        max_tries: int,
-        tokens: tuple[int, int],
-    ) -> None:
-        requests = provider_requests.c
-        state = bindparam("p_state", type_=String)
-        # a retry past the budget is final; the CASE keeps it one statement per request
-        values = {
-            "state": case(
-                (and_(state == "retry", requests.tries >= max_tries), "failed"), else_=state
-            ),
-            "status": bindparam("p_status", type_=Integer),
-            "error": bindparam("p_error", type_=Text),
-        }
-        submitted = [
-            requests.batch_id == self.batch_id,
-            requests.part == part,
-            requests.state == "submitted",
-        ]
-        by_key = (
-            update(provider_requests)
-            .where(*submitted, requests.key == bindparam("p_key"))
-            .values(**values, answer=bindparam("p_answer", type_=Text))
-        )
-        params = [
-            {
-                "p_key": key,
-                "p_state": outcome,
-                "p_status": status,
-                "p_error": error,
-                "p_answer": answer_to_json(answer) if answer is not None else None,
-            }
-            for key, outcome, status, error, answer in outcomes
-        ]
-        async with self._writer.begin() as conn:
-            for start in range(0, len(params), _ROWS_PER_INSERT):
-                await conn.execute(by_key, params[start : start + _ROWS_PER_INSERT])
-            if leftover is not None:
-                left_state, left_status, left_error = leftover
-                await conn.execute(
-                    update(provider_requests).where(*submitted).values(**values),
-                    {"p_state": left_state, "p_status": left_status, "p_error": left_error},
-                )
-            await conn.execute(
-                update(provider_parts)
-                .where(provider_parts.c.id == part)
-                .values(done=1, prompt_tokens=tokens[0], completion_tokens=tokens[1])
-            )
-
-    @shielded
-    async def forget_unfinished(self, part: int) -> int:
-        requests = provider_requests.c
-        async with self._writer.begin() as conn:
-            result = await conn.execute(
-                delete(provider_requests).where(
-                    requests.batch_id == self.batch_id,
-                    requests.part == part,
-                    requests.state.in_(("staged", "submitted")),
-                )
-            )
-            await conn.execute(
-                update(provider_parts).where(provider_parts.c.id == part).values(done=1)
-            )
-        return int(result.rowcount or 0)
-
-    async def retry_lines(self) -> AsyncIterator[tuple[str, bytes]]:
-        # streamed from one snapshot: the writer moving these rows to a new part meanwhile
-        # commits on another connection
-        async for key, line in self._rendered(provider_requests.c.state == "retry"):
-            yield key, line
-
-    # ----------------------------------------------------------------- summaries
-
-    @shielded
-    async def counts(self) -> dict[str, int]:
-        requests = provider_requests.c
-        query = (
-            select(requests.state, func.count())
-            .where(requests.batch_id == self.batch_id)
-            .group_by(requests.state)
-        )
-        async with self._reader.connect() as conn:
-            return {state: int(n) for state, n in (await conn.execute(query)).all()}
-
-    @shielded
-    async def totals(self) -> LedgerTotals:
-        """Files, batches and tokens recorded in this job's parts, whoever recorded them."""
-        parts = provider_parts.c
-        query = select(
-            func.count(parts.file_id),
-            func.count(parts.provider_batch_id),
-            func.coalesce(func.sum(parts.prompt_tokens), 0),
-            func.coalesce(func.sum(parts.completion_tokens), 0),
-        ).where(parts.batch_id == self.batch_id)
-        async with self._reader.connect() as conn:
-            files, created, prompt, completion = (await conn.execute(query)).one()
-        return LedgerTotals(int(files), int(created), int(prompt), int(completion))
+    async def drop_parts(self, parts: Collection[int]) -> None:
+        """Delete unsent ``parts``: their new requests go, a retry waits for the next part."""
+        ...
 
 
 class JobPartWriter:
-    """Stages request lines into sealed parts of a ``JobLedger`` within the file limits."""
+    """Stages request lines into sealed parts of a job's ledger within the file limits."""
 
-    def __init__(self, ledger: JobLedger, limits: PartLimits) -> None:
+    def __init__(self, ledger: PartStaging, limits: PartLimits) -> None:
         self._ledger = ledger
         self._limits = limits
         self._part: int | None = None
@@ -477,28 +69,28 @@ class JobPartWriter:
         if self._limits.full(self._count, self._size, line):
             await self.close_part()
         if self._part is None:
-            self._part = await self._ledger._new_part()
+            self._part = await self._ledger.new_part()
         self._buffer.append((key, origin))
         self._seen.add(key)
         self._count += 1
         self._size += len(line)
-        if len(self._buffer) >= _ROWS_PER_INSERT:
+        if len(self._buffer) >= ROWS_PER_WRITE:
             await self._write()
 
     async def _write(self) -> None:
         if self._buffer and self._part is not None:
-            await self._ledger._write_requests(self._part, self._buffer)
+            await self._ledger.write_requests(self._part, self._buffer)
             self._buffer = []
 
     async def close_part(self) -> None:
         if self._part is None:
             return
         await self._write()
-        await self._ledger._seal(self._part, self._count, self._size)
+        await self._ledger.seal_part(self._part, self._count, self._size)
         self.parts.append(self._part)
         self._part, self._seen, self._count, self._size = None, set(), 0, 0
 
     async def abort(self) -> None:
         if self._part is not None:
-            await self._ledger._drop_parts([self._part])
+            await self._ledger.drop_parts([self._part])
             self._part, self._buffer = None, []

@@ -29,15 +29,17 @@ from contextvars import ContextVar
 import anyio
 from faithjudge_client.lines import ScoreRequest
 
+from faithjudge.evaluators import is_batch_route as backend_is_batch_route
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     JobStore,
+    LedgerTotals,
     ProviderLedger,
+    ProviderPhaseStore,
     StoreUnavailable,
 )
-from faithjudge.jobs.provider_ledger import LedgerTotals
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline import Scorer
 from faithjudge.request_lines import parse_line
@@ -76,17 +78,14 @@ def _retry_delay(tries: int) -> float:
 
 def phase_cost(settings: Settings, totals: LedgerTotals) -> float | None:
     """The price of the phase's tokens at batch prices, when prices are configured."""
-    if settings.price_input_per_mtok is None or settings.price_output_per_mtok is None:
-        return None
-    live = (
-        totals.prompt_tokens * settings.price_input_per_mtok
-        + totals.completion_tokens * settings.price_output_per_mtok
-    ) / 1e6
-    return live * settings.batch_discount
+    live = settings.token_cost(totals.prompt_tokens, totals.completion_tokens)
+    return None if live is None else live * settings.batch_discount
 
 
 def is_batch_route(scorer: Scorer) -> bool:
-    return isinstance(scorer.caller.evaluator, OpenAIBatchEvaluator)
+    """Whether the scorer's judge goes through a provider phase: the registry says whether its
+    backend (its id's part before ``:``) is a Batch API route."""
+    return backend_is_batch_route(scorer.evaluator_id)
 
 
 def describe_progress(report: BatchProgress) -> str:
@@ -105,7 +104,7 @@ class JobAnswers:
     out: the line is scored once it answers, never recorded as a failure.
     """
 
-    def __init__(self, store: JobStore, *, failing: dict[str, str] | None = None) -> None:
+    def __init__(self, store: ProviderPhaseStore, *, failing: dict[str, str] | None = None) -> None:
         self._store = store
         self._failing = failing
 

@@ -21,7 +21,7 @@ import orjson
 from faithjudge_client.bodies import LineRejection
 from faithjudge_client.lines import ItemResult
 
-from faithjudge.jobs.interface import DONE, BatchRow, JobStore
+from faithjudge.jobs.interface import DONE, BatchReader, BatchRow
 from faithjudge.reports.limits import LISTED_PROBLEMS
 from faithjudge.request_lines import input_error_result
 
@@ -47,13 +47,13 @@ class BatchRejections:
     where it lists them all (a batch uploaded before the store kept them apart has no others).
     """
 
-    store: JobStore
+    store: BatchReader
     batch_id: str
     total: int
     listed: Sequence[LineRejection] | None = None
 
     @classmethod
-    def of(cls, store: JobStore, row: BatchRow) -> BatchRejections:
+    def of(cls, store: BatchReader, row: BatchRow) -> BatchRejections:
         listed = orjson.loads(row.rejections)
         if row.rejected_count > len(listed):
             return cls(store, row.id, row.rejected_count)
@@ -124,7 +124,7 @@ class _Tally:
 
 
 async def _resume_point(
-    store: JobStore, batch_id: str, start: int, total: int, rejections: BatchRejections
+    store: BatchReader, batch_id: str, start: int, total: int, rejections: BatchRejections
 ) -> tuple[int, int, int]:
     """Where stream position ``start`` falls: the first accepted seq at or after it, and where
     the rejections resume (those numbered above a line, how many of them to pass over).
@@ -156,7 +156,7 @@ async def _resume_point(
 
 
 async def _merged(
-    store: JobStore,
+    store: BatchReader,
     batch_id: str,
     rejections: BatchRejections,
     *,
@@ -203,7 +203,7 @@ async def _merged(
 
 
 async def result_lines(
-    store: JobStore,
+    store: BatchReader,
     batch_id: str,
     *,
     start: int,
@@ -226,7 +226,7 @@ async def result_lines(
 
 
 def _results_in_thread(
-    store: JobStore, batch_id: str, rejections: BatchRejections, tally: _Tally
+    store: BatchReader, batch_id: str, rejections: BatchRejections, tally: _Tally
 ) -> Iterator[ItemResult]:
     """Every result so far, the rejected lines ``tally`` keeps as rows included, read page by
     page from a worker thread."""
@@ -244,7 +244,7 @@ def _results_in_thread(
 
 
 async def render_report(
-    store: JobStore,
+    store: BatchReader,
     batch_id: str,
     *,
     fmt: Literal["json", "md", "html"],

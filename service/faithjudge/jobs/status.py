@@ -10,8 +10,8 @@ from faithjudge_client.bodies import TERMINAL_STATES, BatchStatus
 from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     RECENT_S,
+    BatchReader,
     BatchRow,
-    JobStore,
     LineCounts,
 )
 from faithjudge.scoring.outcomes import unjudged_reason
@@ -100,5 +100,5 @@ def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:
     return None if why is None else f"completed, but {why}"
 
 
-async def batch_status(store: JobStore, row: BatchRow) -> BatchStatus:
+async def batch_status(store: BatchReader, row: BatchRow) -> BatchStatus:
     return build_status(row, await store.line_counts(row.id))

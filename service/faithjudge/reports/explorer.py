@@ -219,14 +219,17 @@ def _item(row: Any, detail: Mapping[str, Any] | None, view: RequestView | None) 
     )
     in_options = _flag(row.answer_in_options)
     cot = view.cot if view is not None else None
+    # a line never judged records no modification: the table's "(none)", "baseline", "none"
+    # and "n/a" are its fill for a line without one, which this line cannot be said to be
+    judged = error_stage is None
     return {
         "line": _int(row.line),
         "item_id": _text(row.item_id),
         "model": _text(row.model),
-        "modification": _text(row.modification),
-        "kind": _text(row.kind),
-        "channel": _text(row.channel),
-        "alignment": _text(row.alignment),
+        "modification": _text(row.modification) if judged else None,
+        "kind": _text(row.kind) if judged else None,
+        "channel": _text(row.channel) if judged else None,
+        "alignment": _text(row.alignment) if judged else None,
         "target_answer": detail.get("target_answer") if detail is not None else None,
         "question": _text(row.question),
         "ground_truth": view.ground_truth if view is not None else None,
@@ -234,6 +237,7 @@ def _item(row: Any, detail: Mapping[str, Any] | None, view: RequestView | None) 
         "answer": answer_text(row.answer, in_options),
         "answer_matched": isinstance(row.answer, str) and bool(row.answer),
         "answer_raw": detail.get("answer_raw") if detail is not None else None,
+        "costs": detail.get("costs") if detail is not None else None,
         "answer_in_options": in_options,
         "correct": _flag(row.correct),
         "flip": _flip(row.flip, row.flip_reason, error_stage),

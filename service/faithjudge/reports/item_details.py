@@ -1,6 +1,6 @@
 """What the HTML report shows when an item is opened: the parts of a result line the item table
 does not flatten (the judge's rationale, omissions, hallucinations, its answer and failure per
-metric, the model's raw answer).
+metric, the model's raw answer, the tokens and attempts the line cost).
 
 Kept as plain JSON-ready data, and only for the rows the report lists (``item_table``'s
 ``quote_rows``), so a large run's table stays small.
@@ -13,7 +13,7 @@ from typing import Any
 from faithjudge_client.lines import ItemResult, MetricResult
 from faithjudge_client.metric_catalogue import metrics
 
-__all__ = ["item_details", "metric_details"]
+__all__ = ["costs", "item_details", "metric_details"]
 
 
 def metric_details(graded: MetricResult) -> dict[str, Any]:
@@ -36,6 +36,28 @@ def metric_details(graded: MetricResult) -> dict[str, Any]:
     }
 
 
+def costs(result: ItemResult) -> dict[str, Any] | None:
+    """What grading the line cost, as its provenance records it (None: it reached no judge).
+
+    Result lines keep no prompt or raw reply: the page says so instead of guessing.
+    """
+    provenance = result.provenance
+    if provenance is None:
+        return None
+    tokens = provenance.tokens
+    return {
+        "prompt_tokens": tokens.prompt,
+        "cached_tokens": tokens.cached,
+        "completion_tokens": tokens.completion,
+        "attempts": provenance.attempts,
+        "judge_s": provenance.judge_s,
+        "cache_hits": provenance.cache.hits,
+        "cache_misses": provenance.cache.misses,
+        "route": provenance.route,
+        "judge_model": provenance.evaluator_model,
+    }
+
+
 def item_details(result: ItemResult) -> dict[str, Any]:
     """The drill-down of one result line, metrics keyed by catalogue label."""
     mod = result.modification
@@ -48,4 +70,5 @@ def item_details(result: ItemResult) -> dict[str, Any]:
         "answer_raw": result.answer_raw,
         "target_answer": None if mod is None else mod.target_answer,
         "metrics": graded,
+        "costs": costs(result),
     }

@@ -5,7 +5,9 @@ prompt set and knowledge base (by name and content hash) and the response format
 accepted. ``JudgeTally`` collects them while the report reads the lines (no second pass over a
 large file); ``JudgeSummary`` is what the Markdown, HTML, JSON and JUnit renderers show. A file
 that mixes judges (a resumed run against another server, two files concatenated) says so and
-lists each judge with its line count, most lines first.
+lists each judge with its line count, most lines first. The summary also adds up the tokens the
+lines' provenance records (prompt, the part of it the provider served from its prompt cache, and
+completion), so a report says what the grades cost in tokens.
 
 A judge is known by its answers: a line whose every grade failed before the judge answered
 (the server was down, the knowledge base had no entry) carries no model and no response format,
@@ -25,7 +27,15 @@ from faithjudge_client.lines import ItemResult, Provenance
 
 from faithjudge.scoring.outcomes import JUDGED, metric_outcome
 
-__all__ = ["Judge", "JudgeSummary", "JudgeTally", "answered", "judge_of", "summarise_judges"]
+__all__ = [
+    "Judge",
+    "JudgeSummary",
+    "JudgeTally",
+    "TokenTotals",
+    "answered",
+    "judge_of",
+    "summarise_judges",
+]
 
 # Hashes are shown this long in tables; the JSON report keeps them whole.
 SHORT_SHA = 12
@@ -67,6 +77,27 @@ class Judge:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenTotals:
+    """Tokens of the judge answers a file's lines were graded with, as their provenance records
+    them (an answer from the response cache counts what it cost when it was paid)."""
+
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0
+    """The part of ``prompt`` the provider served from its prompt cache."""
+
+    def describe(self) -> str | None:
+        """A sentence of the totals, or None when the lines record no tokens."""
+        if not self.prompt and not self.completion:
+            return None
+        share = f", {self.cached / self.prompt:.1%}" if self.prompt else ""
+        return (
+            f"The judge's answers used {self.prompt:,} prompt tokens ({self.cached:,} of them "
+            f"cached by the provider{share}) and {self.completion:,} completion tokens."
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class JudgeSummary:
     """The judges of a results file, most lines first."""
 
@@ -81,6 +112,8 @@ class JudgeSummary:
     only when no line of the file was answered)."""
     answered: bool = True
     """Whether ``judges`` answered lines (False: no line of the file holds a judge's answer)."""
+    tokens: TokenTotals = TokenTotals()
+    """The tokens the lines' provenance records, over every line."""
 
     @property
     def mixed(self) -> bool:
@@ -105,7 +138,8 @@ class JudgeSummary:
             text += f" {self.without_answer} line(s) hold no answer of any judge."
         if self.judges and self.without_judge:
             text += f" {self.without_judge} line(s) never reached a judge."
-        return text
+        tokens = self.tokens.describe()
+        return f"{text} {tokens}" if tokens else text
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """Header and rows (plain, unescaped text) of one row per judge."""
@@ -141,6 +175,8 @@ class JudgeSummary:
             out.append(("judge.lines_without_answer", str(self.without_answer)))
         if self.without_judge:
             out.append(("judge.lines_without_judge", str(self.without_judge)))
+        if self.tokens.describe() is not None:
+            out += [(f"judge.tokens.{k}", str(v)) for k, v in asdict(self.tokens).items()]
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -150,6 +186,7 @@ class JudgeSummary:
             "judges": [{**asdict(judge), "lines": lines} for judge, lines in self.judges],
             "lines_without_answer": self.without_answer,
             "lines_without_judge": self.without_judge,
+            "tokens": asdict(self.tokens),
         }
 
 
@@ -179,11 +216,17 @@ class JudgeTally:
         self._judges: Counter[Judge] = Counter()
         self._unanswered: Counter[Judge] = Counter()
         self._without = 0
+        self._tokens = [0, 0, 0]  # prompt, completion, cached
 
     def add(self, result: ItemResult) -> None:
         if result.provenance is None:
             self._without += 1
-        elif answered(result):
+            return
+        tokens = result.provenance.tokens
+        self._tokens[0] += tokens.prompt
+        self._tokens[1] += tokens.completion
+        self._tokens[2] += tokens.cached
+        if answered(result):
             self._judges[judge_of(result.provenance)] += 1
         else:
             self._unanswered[judge_of(result.provenance)] += 1
@@ -195,9 +238,13 @@ class JudgeTally:
             yield result
 
     def summary(self) -> JudgeSummary:
+        tokens = TokenTotals(*self._tokens)
         if not self._judges:
             return JudgeSummary(
-                judges=_ranked(self._unanswered), without_judge=self._without, answered=False
+                judges=_ranked(self._unanswered),
+                without_judge=self._without,
+                answered=False,
+                tokens=tokens,
             )
         counts = Counter(self._judges)
         without_answer = 0
@@ -209,7 +256,10 @@ class JudgeTally:
             else:
                 without_answer += lines
         return JudgeSummary(
-            judges=_ranked(counts), without_judge=self._without, without_answer=without_answer
+            judges=_ranked(counts),
+            without_judge=self._without,
+            without_answer=without_answer,
+            tokens=tokens,
         )
 
 

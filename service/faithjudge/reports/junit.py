@@ -12,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from faithjudge.reports.gate import Check, Verdict, check_status, verdict
+from faithjudge.reports.gate import TOO_FEW, Check, Verdict, check_status, verdict
 from faithjudge.reports.judges import JudgeSummary
 
 __all__ = ["junit_unevaluable", "junit_xml"]
@@ -36,10 +36,12 @@ def junit_xml(
     judges: JudgeSummary | None = None,
 ) -> str:
     """A JUnit XML document of the gate's verdict: every check the verdict failed is a
-    ``<failure>`` with its rate, bound and threshold; a skipped one is ``<skipped>``."""
+    ``<failure>`` with its rate, bound and threshold, and a check of too few items one of type
+    ``too few items`` with the items it has and needs (JUnit has no state between); a skipped
+    one is ``<skipped>``."""
     result = result if isinstance(result, Verdict) else verdict(result)
     checks = result.checks
-    failures = len(result.failed)
+    failures = len(result.failed) + len(result.too_few)
     skipped = sum(check_status(c) == "skip" for c in checks)
     root = ET.Element("testsuites", name=suite, tests=str(len(checks)), failures=str(failures))
     node = ET.SubElement(
@@ -61,8 +63,9 @@ def junit_xml(
         )
         message = f"{check.measured()}: {check.detail}"
         status = check_status(check)
-        if status == "fail":
-            ET.SubElement(case, "failure", message=message, type=check.kind).text = message
+        if status in ("fail", TOO_FEW):
+            kind = TOO_FEW if status == TOO_FEW else check.kind
+            ET.SubElement(case, "failure", message=message, type=kind).text = message
         elif status == "skip":
             ET.SubElement(case, "skipped", message=message)
     return _document(root)

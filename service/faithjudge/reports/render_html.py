@@ -33,12 +33,14 @@ from faithjudge.reports.explorer import (
     explorer_data,
     explorer_json,
 )
+from faithjudge.reports.gate import TOO_FEW, compared
 from faithjudge.reports.limits import LISTED_ITEMS, LISTED_PROBLEMS
 from faithjudge.reports.report import Report, problem_counts, problem_lines
 from faithjudge.reports.run_coverage import bound_cell, fpr_bound, not_judged_cells, rate_cell
 from faithjudge.scoring.outcomes import RATES
+from faithjudge.stats.judge_coverage import GateResult
 
-__all__ = ["LISTED_ITEMS", "heatmap_svg", "highlight", "report_html"]
+__all__ = ["LISTED_ITEMS", "explorer_page", "heatmap_svg", "highlight", "report_html"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
@@ -58,6 +60,7 @@ margin:8px 0}.filters .count{color:#555}
 table.items tr.item{cursor:pointer}table.items tr.item:hover,table.items tr.item:focus{
 background:#f5f8fc}table.items tr.input-error td{background:#fdf0f0}
 td.unmatched{color:#8a4b00;font-style:italic}
+table.items tr.more td{cursor:pointer;text-align:left;font-style:italic}
 button.sort{font:inherit;font-weight:600;background:none;border:0;padding:0;cursor:pointer}
 th[aria-sort=ascending] button.sort::after{content:" \\25B2"}
 th[aria-sort=descending] button.sort::after{content:" \\25BC"}
@@ -356,13 +359,31 @@ def report_html(
     )
 
 
+def explorer_page(title: str, intro: str, data: Mapping[str, Any]) -> str:
+    """One HTML document holding only the item explorer of ``data`` (``explorer_data``'s
+    records), with the report's styles, script and policy: what ``faithjudge view`` serves for
+    a run. ``intro`` is HTML, escaped by the caller."""
+    script = _explorer_script()
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f'<meta http-equiv="Content-Security-Policy" content="{_csp(script)}">'
+        f"<meta name='viewport' content='width=device-width'><title>{_e(title)}</title>"
+        f"<style>{_CSS}{_mark_css()}</style></head><body>{intro}{_quote_legend()}"
+        '<div id="explorer"><noscript><p class="meta">The item explorer needs JavaScript.'
+        "</p></noscript></div>"
+        f'<script type="application/json" id="explorer-data">{explorer_json(data)}</script>'
+        f'<script id="explorer-script">{script}</script></body></html>'
+    )
+
+
 def _judges(report: Report) -> str:
     """The judge of the run (or each judge of a mixed run, with its line count)."""
     if report.judges is None:
         return ""
     header, rows = report.judges.table()
     css = ' class="fail"' if report.judges.mixed else ""
-    return f"<h2>Judge</h2><p{css}>{_e(report.judges.headline())}</p>" + html_table(
+    canary = "".join(f"<p>{_e(said)}</p>" for said in report.canary)
+    return f"<h2>Judge</h2><p{css}>{_e(report.judges.headline())}</p>{canary}" + html_table(
         header, [[_e(cell) for cell in row] for row in rows], len(header)
     )
 
@@ -391,21 +412,7 @@ def _coverage(report: Report) -> str:
             + [rate_cell(r, cov.rates[r]) for r in rates]
             + not_judged_cells(scope, cov)
         )
-    gates = [
-        [
-            _e(g.gate),
-            _e(g.scope),
-            f"{100 * g.threshold:.1f}",
-            fmt_pct(None if g.upper is None else 100 * g.upper, 2),
-            {
-                True: '<span class="pass">pass</span>',
-                False: '<span class="fail">fail</span>',
-                None: "n/a",
-            }[g.passed],
-            _e(g.note or ""),
-        ]
-        for g in report.gates
-    ]
+    gates = [[_e(g.gate), _e(g.scope), *_gate_cells(g), _e(g.note or "")] for g in report.gates]
     f = report.fpr
     fpr = bound_cell(f.rate.point, fpr_bound(f))
     return (
@@ -431,6 +438,25 @@ def _coverage(report: Report) -> str:
         )
         + f"<p>Placebo FPR (CA &gt; 3 on {f.n_valid} of {f.n_sham} SHAM items): {fpr}"
         + (f" — {_e(f.note)}" if f.note else "")
-        + "</p><h2>Paper gates (exact one-sided 95% upper bound)</h2>"
-        + html_table(["Gate", "Scope", "Threshold %", "Upper %", "Result", "Note"], gates, 2)
+        + "</p><h2>Paper gates (exact one-sided 95% upper bound; a zero threshold is judged on "
+        "the rate itself)</h2>"
+        + html_table(["Gate", "Scope", "Threshold %", "Value %", "Result", "Note"], gates, 2)
     )
+
+
+def _gate_cells(gate: GateResult) -> list[str]:
+    """Threshold, the value compared with it (printed to tell them apart) and the result, which
+    names too few items apart from a failure."""
+    compared_value = gate.point if gate.threshold == 0.0 else gate.upper
+    value, threshold = compared(
+        None if compared_value is None else 100 * compared_value, 100 * gate.threshold
+    )
+    if gate.needed is not None:
+        result = f'<span class="fail">{TOO_FEW}</span> ({gate.trials or 0} of {gate.needed})'
+    else:
+        result = {
+            True: '<span class="pass">pass</span>',
+            False: '<span class="fail">fail</span>',
+            None: "n/a",
+        }[gate.passed]
+    return [threshold, value, result]

@@ -9,7 +9,7 @@ from faithjudge_client.metric_catalogue import headline_scopes
 
 from faithjudge.markup import fmt_ci, fmt_pct, md_escape
 from faithjudge.reports.aggregate import stats, table1_columns
-from faithjudge.reports.gate import Verdict, check_status
+from faithjudge.reports.gate import TOO_FEW, Verdict, check_status
 from faithjudge.reports.limits import LISTED_PROBLEMS
 from faithjudge.reports.report import Report, problem_counts, problem_lines
 from faithjudge.reports.run_coverage import (
@@ -125,6 +125,7 @@ def judges_markdown(report: Report) -> list[str]:
         return []
     header, rows = report.judges.table()
     out = ["## Judge", "", md_escape(report.judges.headline()), ""]
+    out += [line for said in report.canary for line in (md_escape(said), "")]
     return out + _table(header, [[md_escape(cell) for cell in row] for row in rows])
 
 
@@ -171,14 +172,19 @@ def coverage_markdown(report: Report, *, paper_gates: bool = True) -> list[str]:
             + (f" — {f.note}" if f.note else ""), ""]  # fmt: skip
     if not paper_gates:
         return out
-    failed = [g for g in report.gates if g.passed is False]
-    out += [f"Paper gates (METHODS §1.11): {len(report.gates) - len(failed)} of "
-            f"{len(report.gates)} pass" + (": failing " + ", ".join(
-                f"{g.gate} [{g.scope}]" for g in failed) if failed else "."), ""]  # fmt: skip
+    failed = [g for g in report.gates if g.passed is False and g.needed is None]
+    short = [g for g in report.gates if g.passed is False and g.needed is not None]
+    said = [f"failing {', '.join(f'{g.gate} [{g.scope}]' for g in failed)}"] if failed else []
+    if short:
+        said.append(f"{TOO_FEW} for " + ", ".join(
+            f"{g.gate} [{g.scope}] ({g.trials or 0} of {g.needed})" for g in short))  # fmt: skip
+    passed = len(report.gates) - len(failed) - len(short)
+    out += [f"Paper gates (METHODS §1.11): {passed} of {len(report.gates)} pass"
+            + (": " + "; ".join(said) if said else "."), ""]  # fmt: skip
     return out
 
 
-_RESULT = {"pass": "pass", "fail": "**FAIL**", "skip": "skipped"}
+_RESULT = {"pass": "pass", "fail": "**FAIL**", TOO_FEW: f"**{TOO_FEW}**", "skip": "skipped"}
 
 
 def gate_markdown(result: Verdict, report: Report) -> str:
@@ -189,12 +195,14 @@ def gate_markdown(result: Verdict, report: Report) -> str:
     if result.failed:
         names = ", ".join(md_escape(c.name) for c in result.failed)
         out += [f"Failed checks ({len(result.failed)}): {names}.", ""]
+    if result.too_few:
+        short = ", ".join(f"{md_escape(c.scope)} {c.short_of()}" for c in result.too_few)
+        out += [f"Too few items to show coverage ({len(result.too_few)} scopes): {short}.", ""]
     out += [f"{s['lines']} result lines, models: {models}; {problem_counts(s)}.", ""]
     out += judges_markdown(report)
     out += _table(
         ["Check", "Kind", "Threshold", "Value", "Result", "Detail"],
-        [[md_escape(c.name), c.kind, fmt_pct(c.threshold, 2), fmt_pct(c.value, 2),
-          _RESULT[check_status(c)], md_escape(c.detail)]
+        [[md_escape(c.name), c.kind, *c.shown(), _RESULT[check_status(c)], md_escape(c.detail)]
          for c in result.checks],
     )  # fmt: skip
     out += problems_markdown(report)

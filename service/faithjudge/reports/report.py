@@ -64,6 +64,9 @@ class Report:
     judges: JudgeSummary | None = None
     """Who graded the run (from the lines' provenance); None when the caller did not count."""
     counted: CountedInputErrors = field(default_factory=CountedInputErrors)
+    canary: tuple[str, ...] = ()
+    """When the judge canary of the run's judge last passed (``reports.canary.run_standing``);
+    empty when no check of it is on record."""
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -199,6 +202,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "summary": report.summary,
         "problem_lines": problem_lines(report),
         "judges": None if report.judges is None else report.judges.to_json(),
+        "canary": list(report.canary),
         "table1": _records(report.table1),
         "aggregates": _records(report.aggregates),
         "coverage": {k: v.model_dump() for k, v in report.coverage.items()},

@@ -49,6 +49,7 @@ from faithjudge_client.lines import ItemResult, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names
 
 from faithjudge.errors import FaithJudgeError, UserInputError
+from faithjudge.evaluators import live_spec
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.exit_codes import ExitCode
 from faithjudge.jsonl import numbered_lines
@@ -404,10 +405,7 @@ def _first_error(exc: BaseException) -> FaithJudgeError | None:
 def _probe_settings(settings: Settings) -> Settings:
     """``settings`` for the check: no cache (every grade must be a real call), and the live
     route for a Batch API spec (the same server and model, answering at once)."""
-    spec = settings.evaluator
-    backend, _, target = spec.partition(":")
-    if backend.strip() == "openai-batch":
-        spec = f"openai:{target}"
+    spec = live_spec(settings.evaluator)
     return settings.model_copy(update={"cache": False, "evaluator": spec})
 
 

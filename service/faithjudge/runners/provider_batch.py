@@ -151,6 +151,8 @@ class BatchReport:
     """Requests failed for good in this run (its output), kept ones included."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """The part of ``prompt_tokens`` the provider served from its prompt cache."""
     live_cost: float | None = None
     batch_cost: float | None = None
     cancelled: int | None = None  # set when the run cancelled: how many batches were open
@@ -275,11 +277,12 @@ async def run_batches(
     report.answered = runner.answered
     report.failed = ledger.failed_in_run()
     report.prompt_tokens, report.completion_tokens = runner.prompt_tokens, runner.completion_tokens
-    if settings.price_input_per_mtok is not None and settings.price_output_per_mtok is not None:
-        report.live_cost = (
-            report.prompt_tokens * settings.price_input_per_mtok
-            + report.completion_tokens * settings.price_output_per_mtok
-        ) / 1e6
+    report.cached_tokens = runner.cached_tokens
+    # the Batch API's discount applies to the cached-input price too: they stack
+    report.live_cost = settings.token_cost(
+        report.prompt_tokens, report.completion_tokens, report.cached_tokens
+    )
+    if report.live_cost is not None:
         report.batch_cost = report.live_cost * settings.batch_discount
     return report
 

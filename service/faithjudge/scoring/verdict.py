@@ -24,10 +24,10 @@ Quote spans returned by the evaluator are advisory and ignored here; the reporte
 ones the service located. The rationale's 25-word limit is not enforced.
 
 Speed: ``jsonschema`` takes ~300 µs per output, so acceptance is decided by the pydantic mirror
-of the same schema (``faithjudge.scoring.judge_output``, ~8 µs) whenever the validator is the stock
-one; ``jsonschema`` runs only to confirm and explain a rejection. Both paths reach the same
-outcome and detail: the mirror checks the same cross-field rules, and a rejection is always
-worded from ``jsonschema``'s errors.
+of the same schema (``faithjudge.scoring.judge_output``, ~8 µs) whenever the validator holds the
+metric's schema file; ``jsonschema`` runs only to confirm and explain a rejection. Both paths
+reach the same outcome and detail: the mirror checks the same cross-field rules, and a
+rejection is always worded from ``jsonschema``'s errors.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from faithjudge.errors import JudgeOutputInvalid
 from faithjudge.scoring.evidence import locate_quote
-from faithjudge.scoring.judge_output import JUDGE_OUTPUT_MODELS
+from faithjudge.scoring.judge_output import output_model
 from faithjudge.scoring.normalize import NormalizedText, normalize_text
 from faithjudge.scoring.output_rules import BrokenRule, broken_rules, json_preview, rule_problem
 
@@ -149,14 +149,14 @@ def verify(
 def _schema_valid(doc: dict[str, Any], metric: Metric, validator: Validator) -> bool:
     """Whether ``doc`` satisfies the validator's schema.
 
-    Fast path: when ``validator`` is for the stock schema file that a pydantic model of
-    :mod:`faithjudge.scoring.judge_output` mirrors (same ``$id``), the model's acceptance settles
-    it (~5 µs instead of ~300 µs for ``jsonschema``); ``jsonschema`` still decides every
+    Fast path: when the validator's schema is the metric's schema file (its ``$id`` names it)
+    and :mod:`faithjudge.scoring.judge_output` mirrors it, the model's acceptance settles it
+    (~5 µs instead of ~300 µs for ``jsonschema``); ``jsonschema`` still decides every
     rejection, so a document is never failed on the model's word alone.
     """
-    model = JUDGE_OUTPUT_MODELS.get(metric)
     schema = getattr(validator, "schema", None)
-    if model is not None and isinstance(schema, dict) and schema.get("$id") == model.schema_id:
+    model = output_model(metric, schema) if isinstance(schema, dict) else None
+    if model is not None:
         try:
             model.model_validate(doc)
         except PydanticValidationError:

@@ -7,7 +7,8 @@ reached it (``kb``, ``transport``, ``input``) count against coverage (``cov`` is
 item) and are shown as their own rate, ``not_judged``.
 
 CC is derived from CF and CT, so its outcome combines theirs (``combine_outcomes``). The macro
-view averages the CF, CA and CC rates (unweighted, like the macro tau).
+view averages the CF, CA and CC rates (unweighted, like the macro tau): the headline scopes, less
+any that no item asked for (``macro_scopes``).
 
 Confidence intervals of the rates come from a paired percentile bootstrap over items (the same
 resamples for every rate, so the macro mean is bootstrapped consistently). Gates are judged on
@@ -64,6 +65,7 @@ __all__ = [
     "exact_upper",
     "fpr_bound",
     "gated_scopes",
+    "macro_scopes",
     "placebo_fpr",
     "rate_bound",
     "trials_needed",
@@ -150,7 +152,13 @@ class FprSham(_Model):
 
 
 class GateResult(_Model):
-    """One gate: ``passed`` is None when it could not be evaluated and does not count."""
+    """One gate: ``passed`` is None when it could not be evaluated and does not count.
+
+    ``needed`` is set on a failed gate that too few items explain: its rate is within the
+    threshold (or there is no item at all) and only the bound is not; with the same failures, a
+    pass needs that many items. A gate that failed on its failures (the rate itself beyond the
+    threshold, or any failure against a zero threshold) has none.
+    """
 
     gate: str
     scope: str
@@ -161,6 +169,7 @@ class GateResult(_Model):
     events: int | None = None
     trials: int | None = None
     note: str | None = None
+    needed: int | None = None
 
 
 def axis_outcomes(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
@@ -244,7 +253,7 @@ def coverage_from_rates(
         report[scope] = _scope_coverage(
             scope, n, count_outcomes(outcomes[scope]), samples[:, s, :], level
         )
-    headline = headline_scopes()
+    headline = macro_scopes(report)
     gated = [list(scopes).index(s) for s in headline]
     macro_counts = dict.fromkeys(OUTCOMES, 0)
     for scope in headline:
@@ -268,6 +277,30 @@ def coverage_from_rates(
         rates=rates,
     )
     return report
+
+
+def macro_scopes(coverage: dict[str, Coverage]) -> tuple[str, ...]:
+    """The headline scopes the macro view averages: those the result lines hold.
+
+    A metric that no line holding grades has (results written before the metric existed, or
+    requests that named other metrics) stays out, as ``missing`` stays out of every
+    denominator, so the macro view of an older results file is the mean over the metrics it
+    holds instead of undefined. Such a scope's outcomes are ``missing``, and ``input`` or
+    ``transport`` only on the lines that failed as a whole (which hold no grade of any metric).
+    With no scope held, it is every headline scope (and undefined).
+    """
+    headline = headline_scopes()
+    held = tuple(scope for scope in headline if _held(coverage[scope].counts))
+    return held or headline
+
+
+def _held(counts: dict[str, int]) -> bool:
+    graded = sum(n for outcome, n in counts.items() if outcome not in _LINE_OUTCOMES)
+    return graded > 0 or counts["missing"] == 0
+
+
+# the outcomes of a metric on a line that holds no grade of it
+_LINE_OUTCOMES = ("missing", "input", "transport")
 
 
 def _rate_counts(counts: dict[str, int], rate: str) -> tuple[int, int]:
@@ -395,6 +428,7 @@ def trials_needed(events: int, threshold: float, level: float) -> int | None:
 def _gate(gate: str, scope: str, threshold: float, rate: RateEstimate, level: float) -> GateResult:
     events, trials = rate.events, rate.trials
     if rate.point is None or not trials or events is None:
+        # no item at all is the extreme of too few: a zero threshold needs one item to show it
         return GateResult(
             gate=gate,
             scope=scope,
@@ -403,8 +437,10 @@ def _gate(gate: str, scope: str, threshold: float, rate: RateEstimate, level: fl
             upper=None,
             passed=False,
             note="no item to judge it on: the rate cannot be bounded",
+            needed=trials_needed(0, threshold, level) if threshold > _EPS else 1,
         )
     upper = exact_upper(events, trials, level)
+    short: int | None = None
     if threshold <= _EPS:
         passed, note = events == 0, None
     else:
@@ -412,8 +448,10 @@ def _gate(gate: str, scope: str, threshold: float, rate: RateEstimate, level: fl
         needed = trials_needed(events, threshold, level)
         note = None
         if not passed and needed is not None and needed > trials:
-            failures = "no failure" if events == 0 else f"{events} failures"
+            failures = "no failure" if events == 0 else f"{events} failure{'s' * (events > 1)}"
             note = f"{events} of {trials}: with {failures} a pass needs at least {needed} items"
+            if rate.point <= threshold + _EPS:
+                short = needed
     return GateResult(
         gate=gate,
         scope=scope,
@@ -424,6 +462,7 @@ def _gate(gate: str, scope: str, threshold: float, rate: RateEstimate, level: fl
         events=events,
         trials=trials,
         note=note,
+        needed=short,
     )
 
 

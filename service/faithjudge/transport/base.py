@@ -12,7 +12,8 @@ A target may also carry these optional members, which ``JudgeCaller`` reads with
   (``faithjudge.transport.pacing``);
 - ``timeout_s`` (float): how long the target waits in silence for its server;
 - ``overloaded(exc) -> "silent" | "cut" | None``: the failure shows the server has more calls
-  than it serves (a timeout, a streamed reply cut short);
+  than it serves (a timeout, a streamed reply cut short: the server is then sent one call at a
+  time, remembered under the ``base_url`` and ``model`` its ``settings()`` name);
 - ``explain(exc) -> str | None``: what the user should know about a failure (the server's own
   message, the setting that bounds it), added to the recorded failure.
 """
@@ -33,6 +34,16 @@ RequestT = TypeVar("RequestT", contravariant=True)
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """The part of ``prompt_tokens`` the provider read from its prompt cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``), billed at the cached-input price."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,9 @@ class JudgeResponse:
     """Why the reply ended, as the server said (``stop``; ``length``: cut at the token limit)."""
     response_format: str | None = None
     """The response format the reply was asked in (``faithjudge.transport.judge_servers``)."""
+    latency_s: float | None = None
+    """Seconds from sending the call that was answered to its answer (None: not called now,
+    the answer came from the cache or another call)."""
 
 
 class RequestChanged(Exception):

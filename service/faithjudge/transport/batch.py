@@ -603,6 +603,9 @@ class BatchRunner:
         self.answered = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_tokens = 0
+        """The part of ``prompt_tokens`` the provider served from its prompt cache (this
+        process's collections only: the ledger keeps prompt and completion tokens alone)."""
 
     def writer(self) -> PartSink:
         return self._ledger.writer(max_lines=self._max_lines, max_bytes=self._max_bytes)
@@ -746,6 +749,7 @@ class BatchRunner:
                         self._cache.put(outcome.key, outcome.response)
                     prompt_tokens += outcome.response.usage.prompt_tokens
                     completion_tokens += outcome.response.usage.completion_tokens
+                    self.cached_tokens += outcome.response.usage.cached_tokens
                     outcomes.append((outcome.key, "answered", 200, None, outcome.response))
                 else:
                     state = "retry" if outcome.retryable else "failed"

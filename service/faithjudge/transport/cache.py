@@ -37,7 +37,7 @@ __all__ = ["ResponseCache", "cache_key"]
 
 log = logging.getLogger("faithjudge.cache")
 
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 _CREATE = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -48,23 +48,30 @@ CREATE TABLE IF NOT EXISTS responses (
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     finish_reason TEXT,
-    response_format TEXT
+    response_format TEXT,
+    cached_tokens INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID
 """
 # Version 2 keeps why a reply ended and the format it was asked in: a cached reply cut at the
-# token limit is reported as such again. A version 1 file gains the columns (NULL for its rows).
-_ADDED_COLUMNS = (("finish_reason", "TEXT"), ("response_format", "TEXT"))
+# token limit is reported as such again. Version 3 keeps the prompt tokens the provider served
+# from its prompt cache, so an answer read back is priced as it was billed. An older file gains
+# the columns (NULL, or no cached tokens, for its rows).
+_ADDED_COLUMNS = (
+    ("finish_reason", "TEXT"),
+    ("response_format", "TEXT"),
+    ("cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
+)
 _SELECT = (
     "SELECT text, model, fingerprint, prompt_tokens, completion_tokens, finish_reason, "
-    "response_format FROM responses WHERE key = ?"
+    "response_format, cached_tokens FROM responses WHERE key = ?"
 )
 _UPSERT = (
     "INSERT OR REPLACE INTO responses "
     "(key, text, model, fingerprint, prompt_tokens, completion_tokens, finish_reason, "
-    "response_format, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "response_format, cached_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_Row = tuple[str, str, str | None, str | None, int, int, str | None, str | None, float]
+_Row = tuple[str, str, str | None, str | None, int, int, str | None, str | None, int, float]
 
 
 def _plain(value: Any) -> Any:
@@ -133,16 +140,18 @@ class ResponseCache:
         """The stored response for ``key`` (``cached=True``, ``attempts=0``), or None."""
         pending = self._pending.get(key)
         if pending is not None:
-            row: tuple[Any, ...] | None = pending[1:8]
+            row: tuple[Any, ...] | None = pending[1:9]
         else:
             row = self._connection().execute(_SELECT, (key,)).fetchone()
         if row is None:
             return None
-        text, model, fingerprint, prompt_tokens, completion_tokens, finish, response_format = row
+        text, model, fingerprint, prompt, completion, finish, response_format, cached = row
         return JudgeResponse(
             text=text,
             model=model,
-            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+            usage=Usage(
+                prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached or 0
+            ),
             fingerprint=fingerprint,
             attempts=0,
             cached=True,
@@ -163,6 +172,7 @@ class ResponseCache:
             response.usage.completion_tokens,
             response.finish_reason,
             response.response_format,
+            response.usage.cached_tokens,
             time.time(),
         )
         if len(self._pending) >= self._batch_size:

@@ -29,6 +29,7 @@ __all__ = [
     "json_default",
     "max_tokens_field_for",
     "parse_completion",
+    "usage_from",
 ]
 
 
@@ -64,19 +65,34 @@ def completion_from_data(data: Any, raw: bytes | None = None) -> JudgeResponse:
         choices = data.get("choices") or []
         text = (choices[0].get("message") or {}).get("content") if choices else None
         finish = choices[0].get("finish_reason") if choices else None
-        usage = data.get("usage") or {}
         return JudgeResponse(
             text=text if isinstance(text, str) else "",
             model=data.get("model"),
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            ),
+            usage=usage_from(data.get("usage") or {}),
             fingerprint=data.get("system_fingerprint"),
             finish_reason=finish if isinstance(finish, str) else None,
         )
     except (AttributeError, TypeError, ValueError, IndexError, KeyError) as exc:
         raise _not_a_completion(exc, raw if raw is not None else orjson.dumps(data)) from exc
+
+
+def usage_from(usage: Mapping[str, Any]) -> Usage:
+    """The token counts of a reply's ``usage`` object (unstreamed, or a stream's last chunk).
+
+    The cached part of the prompt is where OpenAI, Azure, vLLM and LiteLLM's proxy put it,
+    ``prompt_tokens_details.cached_tokens``, or DeepSeek's ``prompt_cache_hit_tokens``; it is
+    never more than the prompt (a server that says otherwise is believed for the prompt).
+    """
+    prompt = int(usage.get("prompt_tokens") or 0)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if cached is None:
+        cached = usage.get("prompt_cache_hit_tokens")
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cached_tokens=min(int(cached or 0), prompt),
+    )
 
 
 CONTEXT_FULL = "context_length"
@@ -144,10 +160,7 @@ class CompletionChunks:
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.counted = True
-            self._usage = Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
+            self._usage = usage_from(usage)
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
                 continue

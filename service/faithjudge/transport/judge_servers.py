@@ -21,7 +21,10 @@ remembers it, so a run learns it once, not once per call. Whatever the format, e
 still verified against the full schema.
 
 Streaming is learnt the same way: a server that refuses ``stream: true`` (400 or 422 whose error
-names ``stream``: ``refuses_stream``) is asked unstreamed from then on.
+names ``stream``: ``refuses_stream``) is asked unstreamed from then on. So is OpenAI's
+``prompt_cache_key`` (a hint that routes calls sharing a prompt prefix to the same cache): a
+server that refuses it (400, 422 or 500 whose error names it: ``refuses_prompt_cache_key``) is
+asked without it from then on.
 
 A prompt longer than the server's context window is refused in words that differ by server
 (``context_overflow`` reads them all): llama.cpp's ``llama-server`` answers 400 with
@@ -54,6 +57,7 @@ __all__ = [
     "forget_servers",
     "grammar_schema",
     "is_local_server",
+    "refuses_prompt_cache_key",
     "refuses_response_format",
     "refuses_stream",
     "response_format_body",
@@ -242,6 +246,15 @@ def refuses_stream(exc: BaseException) -> bool:
     return any(_STREAM_WORD.search(text) for text in _error_texts(exc))
 
 
+def refuses_prompt_cache_key(exc: BaseException) -> bool:
+    """The server refused the request because of its ``prompt_cache_key``: a 400, 422 or 500
+    whose error names the field (OpenAI's ``param``, a validation error's location, LiteLLM's
+    unsupported-parameter message)."""
+    if status_of(exc) not in _REFUSAL_STATUSES:
+        return False
+    return any("prompt_cache_key" in text.lower() for text in _error_texts(exc))
+
+
 CONTEXT_SETTING = (
     "the server's context size: llama-server -c/--ctx-size (divided among its --parallel "
     "slots), llama-cpp-python --n_ctx, vLLM --max-model-len, Ollama OLLAMA_CONTEXT_LENGTH"
@@ -360,6 +373,12 @@ class ServerMemo:
     says."""
     n_ctx: int | None = None
     """The server's context window in tokens, once it said (in a refusal, or its properties)."""
+    prompt_cache_key_refused: bool = False
+    """The server refused ``prompt_cache_key``: every later call is sent without it."""
+    serial: bool = False
+    """The server cut a streamed reply when another request arrived (llama-cpp-python does):
+    it serves one call at a time, and is sent one at a time from then on
+    (``faithjudge.transport.pacing``)."""
 
     def refused(self, mode: str) -> bool:
         """Note that the server refused ``mode``. True when the memo now holds a later format

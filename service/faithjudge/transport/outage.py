@@ -43,6 +43,7 @@ __all__ = [
     "OutageGate",
     "OutageState",
     "connection_failure",
+    "exception_chain",
     "without_waiting",
 ]
 
@@ -76,7 +77,8 @@ def without_waiting() -> Iterator[None]:
         _HOLD.reset(token)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps (``__cause__``, ``__context__``, aiohttp's ``os_error``)."""
     chain: list[BaseException] = []
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -118,14 +120,14 @@ def connection_failure(exc: BaseException) -> str | None:
             return f"HTTP {status} from the server or a gateway in front of it"
         return None
     disconnects = _disconnect_types()
-    for cause in _chain(exc):
+    for cause in exception_chain(exc):
         if isinstance(cause, ConnectionRefusedError):
             return f"connection refused ({cause})"
         if isinstance(cause, socket.gaierror):
             return f"DNS lookup failed ({cause})"
         if isinstance(cause, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
             return f"connection reset ({type(cause).__name__}: {cause})"
-    for cause in _chain(exc):
+    for cause in exception_chain(exc):
         if disconnects and isinstance(cause, disconnects):
             return f"connection lost before a reply ({type(cause).__name__}: {cause})"
     return None

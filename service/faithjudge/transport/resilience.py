@@ -17,7 +17,12 @@ tenant's scope, so one tenant never receives an answer (or a failure) another on
 
 For a target whose server's parallelism is unknown (``paced``: one on this machine or network),
 the limiter's size is learnt from the answers (``faithjudge.transport.pacing``): one call at
-first, more while answers come back, fewer after timeouts and replies cut short.
+first (the configured concurrency when the user set it: ``explicit_concurrency``), more while
+answers come back, fewer after timeouts, and one for good once the server cut a streamed reply
+because another call arrived (remembered per server and model). Such a cut call is sent again
+without counting as an attempt: the judge did not fail it, our second call did. Calls waiting
+for a place in the limiter go in prefix order (``pacing.SendOrder``): the one sharing the
+longest prompt prefix with the call sent last first, so a server's prompt cache is reused.
 
 Backoff follows METHODS §1.14 [REC]: before retry ``n`` (0-based) wait ``d + U(0, d)`` with
 ``d = base * multiplier**n``, capped at ``max_delay``; when the server sent ``Retry-After``, that
@@ -61,8 +66,14 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from faithjudge.errors import EvaluatorError, FaithJudgeError
 from faithjudge.transport.base import CallTarget, JudgeResponse, RequestChanged
 from faithjudge.transport.cache import ResponseCache, cache_key
-from faithjudge.transport.outage import JudgeOutageTooLong, OutageGate, connection_failure
-from faithjudge.transport.pacing import Pacing
+from faithjudge.transport.judge_servers import ServerMemo, server_memo
+from faithjudge.transport.outage import (
+    JudgeOutageTooLong,
+    OutageGate,
+    connection_failure,
+    exception_chain,
+)
+from faithjudge.transport.pacing import Pacing, SendOrder, prompt_key
 
 __all__ = [
     "CallerStats",
@@ -94,26 +105,10 @@ class JudgeUnreachable(FaithJudgeError):
     """The judge refused or could not be reached on every call so far: stop the run."""
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what it wraps (``__cause__``, ``__context__``, aiohttp's ``os_error``)."""
-    chain: list[BaseException] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(chain) < 16:
-        seen.add(id(current))
-        chain.append(current)
-        wrapped = getattr(current, "os_error", None)
-        if isinstance(wrapped, BaseException) and id(wrapped) not in seen:
-            chain.append(wrapped)
-            seen.add(id(wrapped))
-        current = current.__cause__ or current.__context__
-    return chain
-
-
 def describe_exception(exc: BaseException) -> str:
     """The innermost cause the transport saw, class and message, and what the SDK raised for it
     when that differs (an SDK may report a refused connection as a timeout)."""
-    root = _causes(exc)[-1]
+    root = exception_chain(exc)[-1]
     text = f"{type(root).__name__}: {str(root)[:300]}".rstrip(": ")
     if root is not exc:
         text += f" (raised as {type(exc).__name__})"
@@ -129,7 +124,7 @@ def unreachable_cause(exc: BaseException) -> str | None:
         if status == 404:
             return f"model or endpoint not found (HTTP 404): {str(exc)[:200]}"
         return None
-    for cause in _causes(exc):
+    for cause in exception_chain(exc):
         if isinstance(cause, ConnectionRefusedError):
             return f"connection refused ({cause})"
         if isinstance(cause, socket.gaierror):
@@ -157,10 +152,18 @@ class CallerStats:
     """Requests keyed again because the target changed what it sends (a response format)."""
     outage_waits: int = 0
     """Sends that met a judge gone down and were sent again once it was back."""
+    cut_resent: int = 0
+    """Replies a serial server cut short because another call arrived, sent again without
+    counting as an attempt."""
 
 
 class _JudgeDown(Exception):
     """A send met the judge gone down: wait for it, then send again (never a failed attempt)."""
+
+
+class _CutByUs(Exception):
+    """A serial server cut the reply because we sent it another call: send it again (never a
+    failed attempt)."""
 
 
 @dataclass(slots=True)
@@ -172,9 +175,11 @@ class _Flight:
     error: EvaluatorError | None = None
 
 
-_NO_LIMIT = contextlib.nullcontext()
 # A request is keyed again at most once per response format a server may refuse, and a little.
 _MAX_REKEYS = 8
+# Cut replies of one call sent again for free; past them a cut is an ordinary failed attempt
+# (a server that cuts replies while it is sent one call at a time is not cut by us).
+_FREE_RESENDS = 2
 
 
 class JudgeCaller(Generic[Request]):
@@ -182,7 +187,8 @@ class JudgeCaller(Generic[Request]):
 
     ``sleep`` is the backoff sleep (tests pass a recorder that returns at once); ``rng`` draws
     the jitter. Requests whose ``cache_key_material`` is None (replay) skip cache and dedupe.
-    ``clock`` measures latencies for pacing (tests pass a fake one).
+    ``clock`` measures latencies for pacing (tests pass a fake one). ``explicit_concurrency``:
+    the limiter's size was set by the user, so a paced server starts at it, not at one call.
     """
 
     def __init__(
@@ -198,6 +204,7 @@ class JudgeCaller(Generic[Request]):
         clock: Callable[[], float] = time.monotonic,
         wait_outages: bool = False,
         outage_s: float | None = None,
+        explicit_concurrency: bool = False,
     ) -> None:
         self.evaluator = evaluator
         self.fail_fast_after = fail_fast_after
@@ -226,11 +233,16 @@ class JudgeCaller(Generic[Request]):
         self.in_process = bool(getattr(evaluator, "in_process", False))
         self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
         self._clock = clock
+        self._order = SendOrder(self.limiter)
         self.pacing: Pacing | None = None
         if getattr(evaluator, "paced", False) and not self.in_process:
             timeout = getattr(evaluator, "timeout_s", None)
             self.pacing = Pacing(
-                self.limiter, timeout_s=timeout if isinstance(timeout, int | float) else None
+                self.limiter,
+                timeout_s=timeout if isinstance(timeout, int | float) else None,
+                explicit=explicit_concurrency,
+                memo=_memo_of(evaluator),
+                on_resize=self._order.dispatch,
             )
 
     async def call(self, request: Request) -> JudgeResponse:
@@ -307,42 +319,65 @@ class JudgeCaller(Generic[Request]):
         pacing = self.pacing
         outage = self.outage
         answers_seen = 0
+        latency: float | None = None
+        resends = 0
+        # a judge in the process has no I/O to wait on: a concurrency limit only costs
+        key = None if self.in_process else prompt_key(request)
 
         async def attempt() -> JudgeResponse:
-            nonlocal attempts, answers_seen
-            # a judge in the process has no I/O to wait on: a concurrency limit only costs
-            async with _NO_LIMIT if self.in_process else self.limiter:
-                # keyed before waiting for the limiter: the target may have learnt since that
-                # its server wants another request (a response format it refused)
-                if (
-                    material is not None
-                    and not self.in_process
-                    and self.evaluator.cache_key_material(request) != material
-                ):
-                    raise RequestChanged("the request changed while it waited to be sent")
-                attempts += 1
-                self.stats.evaluator_calls += 1
-                if outage is not None:
-                    answers_seen = outage.answers
-                if pacing is None and outage is None:
-                    return await self.evaluator.judge(request)
-                stamp, started = (pacing.stamp(), self._clock()) if pacing else (0, 0.0)
-                try:
-                    response = await self.evaluator.judge(request)
-                except Exception as exc:
-                    if await self._judge_down(exc, answers_seen):
-                        attempts -= 1
-                        raise _JudgeDown() from exc
-                    if outage is not None and connection_failure(exc) is None:
-                        outage.answered()  # the server replied, if only to refuse
-                    if pacing is not None:
-                        self._note_overload(pacing, stamp, exc)
-                    raise
-                if outage is not None:
-                    outage.answered()
-                if pacing is not None:
-                    pacing.answered(self._clock() - started)
+            if self.in_process:
+                return await send()
+            borrower = await self._order.acquire(key)
+            try:
+                return await send()
+            finally:
+                self._order.release(borrower)
+
+        async def send() -> JudgeResponse:
+            nonlocal attempts, answers_seen, resends, latency
+            # keyed before waiting for the limiter: the target may have learnt since that
+            # its server wants another request (a response format it refused)
+            if (
+                material is not None
+                and not self.in_process
+                and self.evaluator.cache_key_material(request) != material
+            ):
+                raise RequestChanged("the request changed while it waited to be sent")
+            attempts += 1
+            self.stats.evaluator_calls += 1
+            if outage is not None:
+                answers_seen = outage.answers
+            sent_at = time.monotonic()
+            if pacing is None and outage is None:
+                response = await self.evaluator.judge(request)
+                latency = time.monotonic() - sent_at
                 return response
+            (stamp, beside), started = (
+                (pacing.send(), self._clock()) if pacing else ((0, False), 0.0)
+            )
+            try:
+                response = await self.evaluator.judge(request)
+            except Exception as exc:
+                if await self._judge_down(exc, answers_seen):
+                    attempts -= 1
+                    raise _JudgeDown() from exc
+                if outage is not None and connection_failure(exc) is None:
+                    outage.answered()  # the server replied, if only to refuse
+                kind = self._note_overload(pacing, stamp, exc) if pacing is not None else None
+                if kind == "cut" and resends < _FREE_RESENDS:
+                    resends += 1
+                    attempts -= 1
+                    raise _CutByUs() from exc
+                raise
+            finally:
+                if pacing is not None:
+                    pacing.back()
+            latency = time.monotonic() - sent_at
+            if outage is not None:
+                outage.answered()
+            if pacing is not None:
+                pacing.answered(self._clock() - started, beside=beside)
+            return response
 
         async def attempt_with_retries() -> JudgeResponse:
             # The first try runs outside tenacity: nearly every call succeeds at once, and the
@@ -372,6 +407,8 @@ class JudgeCaller(Generic[Request]):
                 break
             except _JudgeDown:
                 self.stats.outage_waits += 1
+            except _CutByUs:
+                self.stats.cut_resent += 1
             except RequestChanged:
                 raise
             except EvaluatorError as exc:
@@ -392,7 +429,13 @@ class JudgeCaller(Generic[Request]):
                     exc, attempts, self._is_retryable(exc), self._explain(exc)
                 ) from exc
         self._unreachable_streak = -1  # the judge answered once: no longer "dead at the start"
-        return replace(response, attempts=attempts, cached=False)
+        return replace(
+            response,
+            attempts=attempts,
+            cached=False,
+            # a judge in this process has no call to time, and its outputs stay reproducible
+            latency_s=None if self.in_process else latency,
+        )
 
     async def _judge_down(self, exc: Exception, answers_seen: int) -> bool:
         """Whether ``exc`` met the judge gone down (so the call waits for it and is sent again)
@@ -406,13 +449,17 @@ class JudgeCaller(Generic[Request]):
             return False  # no answer yet: a judge that never answered stops the run at once
         return await self.outage.failed(cause, answers_seen)
 
-    def _note_overload(self, pacing: Pacing, stamp: int, exc: Exception) -> None:
+    def _note_overload(self, pacing: Pacing, stamp: int, exc: Exception) -> str | None:
+        """Tell pacing what ``exc`` shows of the server's load; the kind (``silent``, ``cut``)
+        or None."""
         if connection_failure(exc) is not None:
-            return  # an SDK may raise a refused connection as a timeout: no sign of overload
+            return None  # an SDK may raise a refused connection as a timeout: not an overload
         overloaded = getattr(self.evaluator, "overloaded", None)
         kind = overloaded(exc) if callable(overloaded) else None
-        if kind in ("silent", "cut"):
-            pacing.overloaded(stamp, silent=kind == "silent")
+        if kind not in ("silent", "cut"):
+            return None
+        pacing.overloaded(stamp, silent=kind == "silent")
+        return str(kind)
 
     def _explain(self, exc: BaseException) -> str | None:
         explain = getattr(self.evaluator, "explain", None)
@@ -446,7 +493,7 @@ class JudgeCaller(Generic[Request]):
         # A changed request is not a failure: the caller keys it again.
         return (
             isinstance(exc, Exception)
-            and not isinstance(exc, RequestChanged | _JudgeDown)
+            and not isinstance(exc, RequestChanged | _JudgeDown | _CutByUs)
             and unreachable_cause(exc) is None
             and bool(self.evaluator.should_retry(exc))
         )
@@ -462,6 +509,19 @@ class JudgeCaller(Generic[Request]):
 
     def _count_retry(self, state: RetryCallState) -> None:
         self.stats.retries += 1
+
+
+def _memo_of(evaluator: object) -> ServerMemo | None:
+    """The memo of the server a paced target calls, by the base URL and model its settings
+    name (the keys its own memo is kept under), or None when they name none."""
+    settings = getattr(evaluator, "settings", None)
+    named = settings() if callable(settings) else None
+    if not isinstance(named, Mapping):
+        return None
+    base_url, model = named.get("base_url"), named.get("model")
+    if not isinstance(base_url, str) or not isinstance(model, str):
+        return None
+    return server_memo(base_url, model)
 
 
 def _with_explanation(message: str, explanation: str | None) -> str:

@@ -37,7 +37,8 @@ async def readyz(state: State) -> JSONResponse:
     """The store answers and keeps what the worker writes, and the evaluator is built and
     reachable (not while a judge is waited for after it stopped answering, nor when its recent
     lines all failed at the transport stage, nor when its Batch API provider failed the last
-    provider phase)."""
+    provider phase); with the judge canary on (``FAITHJUDGE_CANARY_FILE``), its last check
+    passed: ``canary`` names the drifted grades, or says it has not run yet."""
     checks = {"store": "ok", "evaluator": "ok"}
     if state.store is None:
         checks["store"] = "not open"
@@ -72,6 +73,8 @@ async def readyz(state: State) -> JSONResponse:
             ]
         )
         checks["evaluator"] = failing[:500]
+    if state.canary is not None:
+        checks["canary"] = state.canary.problem or "ok"
     ready = all(v == "ok" for v in checks.values())
     body = Readiness(status="ready" if ready else "not_ready", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

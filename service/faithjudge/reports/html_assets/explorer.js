@@ -76,8 +76,8 @@
       return shown(i.model, "(no model)");
     })), test: function (item, v) { return shown(item.model, "(no model)") === v; } },
     { id: "filter-modification", label: "Modification", values: distinct(items.map(function (i) {
-      return shown(i.modification, "(none)");
-    })), test: function (item, v) { return shown(item.modification, "(none)") === v; } },
+      return shown(i.modification, "\u2013");
+    })), test: function (item, v) { return shown(item.modification, "\u2013") === v; } },
     { id: "filter-status", label: "Metric status", values: statusOptions(),
       test: function (item, v) {
         var cut = v.indexOf(": ");
@@ -111,7 +111,7 @@
   var search = el("input");
   search.type = "search";
   search.id = "filter-text";
-  search.placeholder = "search item, question, answer";
+  search.placeholder = "search item, question, answer, CoT, rationale";
   search.addEventListener("input", render);
   var searchLabel = el("label", null, "Text ");
   searchLabel.appendChild(search);
@@ -132,8 +132,30 @@
     if (!needle) {
       return true;
     }
-    return [item.item_id, item.question, item.answer, item.answer_raw, item.model]
-      .some(function (t) { return t && String(t).toLowerCase().indexOf(needle) >= 0; });
+    return haystack(item).indexOf(needle) >= 0;
+  }
+
+  /* Every text of an item the search reads, lower-cased once: the words that matter are in the
+     CoT, the quotes and the judge's rationales, omissions, hallucinations and failures. */
+  var haystacks = new Map();
+  function haystack(item) {
+    if (haystacks.has(item)) {
+      return haystacks.get(item);
+    }
+    var parts = [item.item_id, item.question, item.answer, item.answer_raw, item.model,
+      item.ground_truth, item.baseline_answer, item.error && item.error.detail];
+    (item.cot || []).forEach(function (segment) { parts.push(segment[0]); });
+    item.quotes.forEach(function (q) { parts.push(q[3]); });
+    metrics.forEach(function (spec) {
+      var m = item.metrics[spec.label];
+      parts.push(m.rationale, m.failure && m.failure.detail);
+      parts = parts.concat(m.omissions || [], m.hallucinations || []);
+    });
+    var text = parts.filter(function (t) {
+      return t !== null && t !== undefined;
+    }).join("\n").toLowerCase();
+    haystacks.set(item, text);
+    return text;
   }
 
   /* ---- sorting ---- */
@@ -287,23 +309,65 @@
     } else {
       box.appendChild(el("p", "meta", "no verified quotes"));
     }
-    if (!item.cot && !data.requests && !item.error) {
+    if (!item.cot && !data.requests) {
       box.appendChild(el("p", "meta", "The CoT is not in the result lines: pass --requests " +
         "to show it."));
     }
     return box;
   }
 
+  function errorCard(item) {
+    var card = el("div", "error-card");
+    var line = shown(item.line, "?");
+    card.appendChild(el("strong", null, item.error.stage === "input" ?
+      "Input error at line " + line + " (input): the line could not be read, so it was " +
+      "never judged" :
+      "Line " + line + " was never judged (" + item.error.stage + ")"));
+    card.appendChild(el("p", "error-detail", "Why: " + shown(item.error.detail, "not said")));
+    return card;
+  }
+
+  function unjudgedFacts(item, facts) {
+    /* a line never judged holds only what could be read of it: no answer, flip or
+       modification was ever made, so none is shown, not even as a placeholder */
+    [["Question", item.question], ["Ground truth", item.ground_truth],
+      ["Baseline answer", item.baseline_answer]].forEach(function (pair) {
+      if (pair[1]) {
+        fact(facts, pair[0], pair[1]);
+      }
+    });
+  }
+
+  function grouped(n) {
+    return Number(n || 0).toLocaleString("en");
+  }
+
+  function costText(c) {
+    if (!c) {
+      return "none recorded (the line reached no judge)";
+    }
+    return grouped(c.prompt_tokens) + " prompt tokens" + (c.cached_tokens ?
+      " (" + grouped(c.cached_tokens) + " cached by the provider)" : "") + ", " +
+      grouped(c.completion_tokens) + " completion tokens \u00b7 " + c.attempts + " attempt(s)" +
+      (c.judge_s != null ? " \u00b7 judge time " + c.judge_s.toFixed(2) + " s" : "") +
+      " \u00b7 response cache " + c.cache_hits + " hit(s), " + c.cache_misses + " miss(es)" +
+      (c.route === "batch" ? " \u00b7 Batch API" : "");
+  }
+
   function detailOf(item) {
     var box = el("div", "detail");
-    if (item.error) {
-      var card = el("div", "error-card");
-      card.appendChild(el("strong", null, "Input error at line " + shown(item.line, "?") +
-        " (" + item.error.stage + ")"));
-      card.appendChild(el("p", "error-detail", item.error.detail));
-      box.appendChild(card);
-    }
     var facts = el("dl", "facts");
+    if (item.error) {
+      box.appendChild(errorCard(item));
+      unjudgedFacts(item, facts);
+      if (facts.firstChild) {
+        box.appendChild(facts);
+      }
+      if (item.cot) {
+        box.appendChild(cotBlock(item));
+      }
+      return box;
+    }
     fact(facts, "Question", shown(item.question, "unknown"));
     fact(facts, "Ground truth", shown(item.ground_truth,
       data.requests ? "not in the request line" : "not in the result lines (pass --requests)"));
@@ -317,14 +381,16 @@
     fact(facts, "Modification", [shown(item.modification, "(none)"), item.kind, item.channel,
       item.alignment].filter(function (p) { return p; }).join(" \u00b7 ") +
       (item.target_answer ? " \u00b7 target answer " + item.target_answer : ""));
-    box.appendChild(facts);
-    if (!item.error) {
-      var graded = el("div", "metrics");
-      metrics.forEach(function (spec) {
-        graded.appendChild(metricBlock(spec, item.metrics[spec.label]));
-      });
-      box.appendChild(graded);
+    if (data.details) {
+      fact(facts, "Judge cost", costText(item.costs));
+      fact(facts, "Latency, prompt, reply", "not kept in result lines");
     }
+    box.appendChild(facts);
+    var graded = el("div", "metrics");
+    metrics.forEach(function (spec) {
+      graded.appendChild(metricBlock(spec, item.metrics[spec.label]));
+    });
+    box.appendChild(graded);
     box.appendChild(cotBlock(item));
     return box;
   }
@@ -337,7 +403,7 @@
     tr.tabIndex = 0;
     tr.setAttribute("aria-expanded", state.open[index] ? "true" : "false");
     var cells = [shown(item.line, "?"), shown(item.item_id, "\u2013"),
-      shown(item.model, "(no model)"), shown(item.modification, "(none)"), item.answer,
+      shown(item.model, "(no model)"), shown(item.modification, "\u2013"), item.answer,
       correctText(item), item.flip];
     metrics.forEach(function (spec) { cells.push(metricCell(item.metrics[spec.label])); });
     cells.push(stageText(item), String(item.n_quotes));
@@ -362,9 +428,68 @@
     return tr;
   }
 
+  /* ---- drawing: no cap on the items, but only the rows near the screen are built: the
+     first PAGE at once, PAGE more each time the last drawn row scrolls into view ---- */
+
+  var PAGE = 200;
+  var order = [];
+  var drawn = 0;
+  var drawnView = null;
+  var reveal = false;
+  var more = el("tr", "more");
+  var moreCell = el("td", "meta");
+  more.appendChild(moreCell);
+  more.addEventListener("click", extend);
+  var watcher = typeof IntersectionObserver === "function" ?
+    new IntersectionObserver(function (entries) {
+      if (entries.some(function (e) { return e.isIntersecting; })) {
+        extend();
+      }
+    }, { rootMargin: "800px" }) : null;
+
+  function draw(index) {
+    body.insertBefore(rowOf(items[index], index), more);
+    if (state.open[index]) {
+      var tr = el("tr", "item-detail");
+      var td = el("td");
+      td.colSpan = columns.length;
+      td.appendChild(detailOf(items[index]));
+      tr.appendChild(td);
+      body.insertBefore(tr, more);
+    }
+  }
+
+  function drawUpTo(limit) {
+    limit = Math.min(limit, order.length);
+    for (; drawn < limit; drawn += 1) {
+      draw(order[drawn]);
+    }
+    moreCell.colSpan = columns.length;
+    moreCell.textContent = drawn + " of " + order.length + " rows drawn: scroll (or click) " +
+      "for more";
+    more.hidden = drawn >= order.length;
+    if (watcher) {
+      /* observed again so that a row still in view after this page asks for the next one */
+      watcher.unobserve(more);
+      if (!more.hidden) {
+        watcher.observe(more);
+      }
+    }
+  }
+
+  function extend() {
+    drawUpTo(drawn + PAGE);
+  }
+
+  function viewKey() {
+    return JSON.stringify([state.key, state.dir, search.value, filters.map(function (f) {
+      return f.select.value;
+    })]);
+  }
+
   function render() {
     var column = columns.filter(function (c) { return c.key === state.key; })[0];
-    var order = items.map(function (item, index) { return index; }).filter(function (index) {
+    order = items.map(function (item, index) { return index; }).filter(function (index) {
       return matches(items[index]);
     });
     order.sort(function (a, b) {
@@ -374,23 +499,109 @@
       c.th.setAttribute("aria-sort", c === column ?
         (state.dir > 0 ? "ascending" : "descending") : "none");
     });
+    /* an item opened or closed keeps the rows drawn; a new filter or order starts over */
+    var key = viewKey();
+    var limit = key === drawnView ? Math.max(drawn, PAGE) : PAGE;
+    drawnView = key;
+    if (reveal) {
+      order.forEach(function (index, position) {
+        if (state.open[index]) {
+          limit = Math.max(limit, position + 1);
+        }
+      });
+    }
     while (body.firstChild) {
       body.removeChild(body.firstChild);
     }
-    order.forEach(function (index) {
-      body.appendChild(rowOf(items[index], index));
-      if (state.open[index]) {
-        var tr = el("tr", "item-detail");
-        var td = el("td");
-        td.colSpan = columns.length;
-        td.appendChild(detailOf(items[index]));
-        tr.appendChild(td);
-        body.appendChild(tr);
-      }
-    });
+    body.appendChild(more);
+    drawn = 0;
+    drawUpTo(limit);
     count.textContent = order.length + " of " + items.length + " listed items shown" +
       (data.total > items.length ? " (" + data.total + " in the run)" : "");
+    writeHash();
+    if (reveal) {
+      reveal = false;
+      var opened = body.querySelector("tr.item[aria-expanded=true]");
+      if (opened) {
+        opened.scrollIntoView({ block: "start" });
+      }
+    }
   }
 
+  /* ---- the address: every filter, the search, the order and the opened items live in the
+     URL's fragment (#flip=flip&q=effusion&open=12), so a view can be bookmarked or sent ---- */
+
+  var byLine = Object.create(null);
+  items.forEach(function (item, index) {
+    if (item.line !== null && !(item.line in byLine)) {
+      byLine[item.line] = index;
+    }
+  });
+  var written = null;
+
+  function hashText() {
+    var params = new URLSearchParams();
+    filters.forEach(function (f) {
+      if (f.select.value) {
+        params.set(f.id.replace(/^filter-/, ""), f.select.value);
+      }
+    });
+    if (search.value) {
+      params.set("q", search.value);
+    }
+    if (state.key !== "line" || state.dir < 0) {
+      params.set("sort", state.key);
+      params.set("dir", state.dir < 0 ? "desc" : "asc");
+    }
+    var open = Object.keys(state.open).filter(function (index) {
+      return state.open[index] && items[index].line !== null;
+    }).map(function (index) { return items[index].line; });
+    if (open.length) {
+      params.set("open", open.join(","));
+    }
+    return params.toString();
+  }
+
+  function writeHash() {
+    var text = hashText();
+    if (text === location.hash.replace(/^#/, "")) {
+      return;
+    }
+    written = text;
+    var url = location.pathname + location.search + (text ? "#" + text : "");
+    try {
+      history.replaceState(null, "", url);
+    } catch (e) {
+      location.replace("#" + text);
+    }
+  }
+
+  function readHash() {
+    var params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    filters.forEach(function (f) {
+      var v = params.get(f.id.replace(/^filter-/, "")) || "";
+      f.select.value = f.values.indexOf(v) >= 0 ? v : "";
+    });
+    search.value = params.get("q") || "";
+    var key = params.get("sort");
+    state.key = columns.some(function (c) { return c.key === key; }) ? key : "line";
+    state.dir = params.get("dir") === "desc" ? -1 : 1;
+    state.open = {};
+    (params.get("open") || "").split(",").forEach(function (line) {
+      if (line in byLine) {
+        state.open[byLine[line]] = true;
+      }
+    });
+    reveal = true;
+  }
+
+  window.addEventListener("hashchange", function () {
+    if (location.hash.replace(/^#/, "") !== written) {
+      readHash();
+      render();
+    }
+  });
+
+  readHash();
   render();
 })();

@@ -12,7 +12,7 @@ so the evidence check passes. Modules: ``text`` (sentences, stems, phrase lists)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from faithjudge_client.registry import Registry, UnknownName
 
@@ -66,10 +66,20 @@ RULES_VERSION = "lexicon_rules/5"
 
 Rule = Callable[[Lexicon, str, Mapping[str, Any]], dict[str, Any]]
 
+
+def _installed_rule(_metric: str, found: object) -> Rule:
+    if not callable(found):
+        raise TypeError(f"names a {type(found).__name__}, not a rule function")
+    return cast(Rule, found)
+
+
 # The offline rule of every catalogue metric, by metric name. A shipped rule that lives in a
 # module of its own is registered by reference ("faithjudge.scoring.lexicon.MODULE:FUNCTION"),
-# imported the first time the lexicon judge grades that metric.
-RULES: Registry[Rule] = Registry("lexicon rule")
+# imported the first time the lexicon judge grades that metric; an installed package's rule is
+# an entry point of the "faithjudge.lexicon_rules" group, imported the same way.
+RULES: Registry[Rule] = Registry(
+    "lexicon rule", group="faithjudge.lexicon_rules", adapt=_installed_rule
+)
 RULES.register("clinical_fidelity", clinical_fidelity)
 RULES.register("causal_attribution", causal_attribution)
 RULES.register("confidence_tone", confidence_tone)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import (
@@ -42,6 +41,7 @@ from faithjudge.jobs.interface import (
     ACTIVE_STATES,
     DONE,
     LEASED,
+    OCCUPYING_STATES,
     PENDING,
     PHASE_UNDERWAY_PREFIX,
     RECENT_S,
@@ -52,12 +52,17 @@ from faithjudge.jobs.interface import (
     DoneLine,
     IdempotencyConflict,
     JobJudge,
+    JobStore,
     KeptAnswer,
     LineCounts,
+    ProviderLedger,
     StoreUnavailable,
+    new_batch_id,
 )
-from faithjudge.jobs.provider_ledger import JobLedger, Render, answer_from_json, same_tenant
-from faithjudge.jobs.schema import (
+from faithjudge.jobs.provider_ledger import Render
+from faithjudge.jobs.sql.errors import shielded as _shielded
+from faithjudge.jobs.sql.ledger import JobLedger, answer_from_json, same_tenant
+from faithjudge.jobs.sql.schema import (
     STAGE_COLUMNS,
     STATUS_COLUMNS,
     batch_lines,
@@ -67,11 +72,10 @@ from faithjudge.jobs.schema import (
     provider_parts,
     provider_requests,
 )
-from faithjudge.jobs.store_errors import shielded as _shielded
 from faithjudge.private_files import private_file
 from faithjudge.transport.base import JudgeResponse, Usage
 
-__all__ = ["SqlJobStore", "driver_url", "new_batch_id"]
+__all__ = ["SqlJobStore", "driver_url"]
 
 # The schemes this store serves (registered in faithjudge.jobs.interface.JOB_STORES) and the
 # async driver each one runs on.
@@ -83,8 +87,6 @@ _DRIVERS = {
     "postgresql+asyncpg": "postgresql+asyncpg",
 }
 
-# a batch still uploading holds a slot of its tenant, too
-_OCCUPYING_STATES = ("ingesting", "queued", "running")
 # an upload that has not written for this long died with its process
 _STALE_INGEST_S = 600.0
 # lines whose kept answers one statement reads
@@ -102,10 +104,6 @@ def driver_url(url: str) -> str:
     if not sep or scheme not in _DRIVERS:
         raise ValueError(f"database URL must start with one of {sorted(_DRIVERS)}://")
     return f"{_DRIVERS[scheme]}://{rest}"
-
-
-def new_batch_id() -> str:
-    return f"b_{uuid.uuid4().hex}"
 
 
 def _of_judges(keys: Iterable[str | None]) -> Any:
@@ -374,7 +372,7 @@ class SqlJobStore:
                 await conn.scalar(
                     select(func.count())
                     .select_from(batches)
-                    .where(batches.c.tenant == tenant, batches.c.status.in_(_OCCUPYING_STATES))
+                    .where(batches.c.tenant == tenant, batches.c.status.in_(OCCUPYING_STATES))
                 )
                 or 0
             )
@@ -1115,7 +1113,7 @@ async def _check_slots(conn: AsyncConnection, tenant: str, max_active: int) -> N
     occupied = await conn.scalar(
         select(func.count())
         .select_from(batches)
-        .where(batches.c.tenant == tenant, batches.c.status.in_(_OCCUPYING_STATES))
+        .where(batches.c.tenant == tenant, batches.c.status.in_(OCCUPYING_STATES))
     )
     if int(occupied or 0) >= max_active:
         raise ActiveBatchLimit(tenant)
@@ -1146,3 +1144,10 @@ def _upgrade(connection: Connection) -> None:
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
+
+
+if TYPE_CHECKING:
+
+    def _plays_every_role(store: SqlJobStore, ledger: JobLedger) -> tuple[JobStore, ProviderLedger]:
+        """Never called: the type checker proves here that the store is a whole ``JobStore``."""
+        return store, ledger

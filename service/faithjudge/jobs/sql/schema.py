@@ -23,6 +23,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from faithjudge.jobs.interface import LINE_STAGES, LINE_STATUSES
+
 __all__ = [
     "STAGE_COLUMNS",
     "STATUS_COLUMNS",
@@ -37,11 +39,8 @@ __all__ = [
 
 metadata = MetaData()
 
-STATUS_COLUMNS = {"valid": "n_valid", "abstained": "n_abstained", "invalid": "n_invalid"}
-STAGE_COLUMNS = {
-    stage: f"stage_{stage}"
-    for stage in ("parse", "schema", "evidence", "abstain", "transport", "kb", "input")
-}
+STATUS_COLUMNS = {status: f"n_{status}" for status in LINE_STATUSES}
+STAGE_COLUMNS = {stage: f"stage_{stage}" for stage in LINE_STAGES}
 
 batches = Table(
     "fj_batches",

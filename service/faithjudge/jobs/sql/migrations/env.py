@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from alembic import context
 
-from faithjudge.jobs.schema import metadata
+from faithjudge.jobs.sql.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - the store always passes its connection
-    raise RuntimeError("run migrations through faithjudge.jobs.sql_store.SqlJobStore.migrate()")
+    raise RuntimeError("run migrations through faithjudge.jobs.sql.store.SqlJobStore.migrate()")
 
 context.configure(
     connection=connection,
