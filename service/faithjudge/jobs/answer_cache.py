@@ -65,6 +65,7 @@ class StoreAnswerCache(ResponseCache):
         self._outbox: dict[str, KeptAnswer] = {}
         self._wake: anyio.Event | None = None
         self._writing: anyio.Lock | None = None
+        self._drained: anyio.Event | None = None
         self._warned_at = -_WARN_EVERY_S
 
     @staticmethod
@@ -76,6 +77,14 @@ class StoreAnswerCache(ResponseCache):
             yield
         finally:
             _line.reset(token)
+
+    async def kept(self, key: str) -> None:
+        """Return once the answer put under ``key`` is in the store (at once for an answer kept
+        only locally): the caller holds its call's place until then."""
+        while key in self._outbox:
+            if self._drained is None:
+                self._drained = anyio.Event()
+            await self._drained.wait()
 
     @property
     def unsent(self) -> int:
@@ -139,6 +148,9 @@ class StoreAnswerCache(ResponseCache):
             for kept in batch:
                 if self._outbox.get(kept.key) is kept:
                     del self._outbox[kept.key]
+            drained, self._drained = self._drained, None
+            if drained is not None:
+                drained.set()
 
     async def run(self) -> None:
         """Write answers to the store as they arrive, until cancelled; a store that fails is

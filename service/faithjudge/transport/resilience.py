@@ -287,13 +287,8 @@ class JudgeCaller(Generic[Request]):
         try:
             # ``_call_evaluator`` sends exactly ``material`` or raises ``RequestChanged``: the
             # answer belongs under ``key``.
-            response = await self._call_evaluator(request, material)
+            response = await self._call_evaluator(request, material, key)
             flight.response = response
-            if self.cache is not None:
-                try:
-                    self.cache.put(key, response)
-                except Exception:  # the answer is paid for: a cache fault must not fail it
-                    log.warning("could not keep the judge's answer in the cache", exc_info=True)
             return response
         except EvaluatorError as exc:
             flight.error = exc
@@ -310,8 +305,21 @@ class JudgeCaller(Generic[Request]):
             log.warning("could not read the response cache", exc_info=True)
             return None
 
+    async def _keep(self, key: str, response: JudgeResponse) -> None:
+        """Put a paid answer in the cache, and wait until it is durable where the cache says it
+        is not yet (the service's store-backed cache): the call's place is held until then, so
+        answers received but not yet kept never outnumber the calls allowed in flight."""
+        assert self.cache is not None
+        try:
+            self.cache.put(key, response)
+            kept = getattr(self.cache, "kept", None)
+            if callable(kept):
+                await kept(key)
+        except Exception:  # the answer is paid for: a cache fault must not fail it
+            log.warning("could not keep the judge's answer in the cache", exc_info=True)
+
     async def _call_evaluator(
-        self, request: Request, material: Mapping[str, Any] | None
+        self, request: Request, material: Mapping[str, Any] | None, answer_key: str | None = None
     ) -> JudgeResponse:
         if self._dead is not None:
             raise self._dead
@@ -351,6 +359,8 @@ class JudgeCaller(Generic[Request]):
             if pacing is None and outage is None:
                 response = await self.evaluator.judge(request)
                 latency = time.monotonic() - sent_at
+                if answer_key is not None and self.cache is not None:
+                    await self._keep(answer_key, response)
                 return response
             (stamp, beside), started = (
                 (pacing.send(), self._clock()) if pacing else ((0, False), 0.0)
@@ -377,6 +387,8 @@ class JudgeCaller(Generic[Request]):
                 outage.answered()
             if pacing is not None:
                 pacing.answered(self._clock() - started, beside=beside)
+            if answer_key is not None and self.cache is not None:
+                await self._keep(answer_key, response)
             return response
 
         async def attempt_with_retries() -> JudgeResponse:
