@@ -135,11 +135,9 @@ def connection_failure(exc: BaseException) -> str | None:
 
 @dataclass(slots=True)
 class OutageState:
-    """A judge that is down now: why, since when, and how often it was asked again."""
+    """A judge that is down now: why, for how long, and how often it was asked again."""
 
     cause: str
-    since: float
-    """Wall-clock time (``time.time()``) of the first failure."""
     waited_s: float
     probes: int
 
@@ -154,13 +152,11 @@ class OutageState:
 class _Outage:
     cause: str
     started: float
-    wall_started: float
     delay: float = _FIRST_DELAY_S
     probes: int = 0
     probing: bool = False
     turn: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) after each probe, so that waiting calls look again."""
-    over: anyio.Event = field(default_factory=anyio.Event)
 
 
 Probe = Callable[[], Awaitable[Any]]
@@ -189,7 +185,7 @@ class OutageGate:
         self._outage: _Outage | None = None
         # a judge without a probe is released to the calls after each backoff; how long it has
         # been down (and the backoff) carries over until some call gets an answer
-        self._down_since: tuple[float, float] | None = None
+        self._down_since: float | None = None
         self._delay = _FIRST_DELAY_S
         self._probes = 0
         self._probing: anyio.Event | None = None
@@ -208,7 +204,6 @@ class OutageGate:
             return None
         return OutageState(
             cause=outage.cause,
-            since=outage.wall_started,
             waited_s=self._clock() - outage.started,
             probes=outage.probes,
         )
@@ -217,7 +212,7 @@ class OutageGate:
         """A call got a reply from the server (whatever it said)."""
         self.answers += 1
         if self._down_since is not None:
-            self.down_s += self._clock() - self._down_since[0]
+            self.down_s += self._clock() - self._down_since
         self._down_since = None
         self._delay = _FIRST_DELAY_S
         self._probes = 0
@@ -302,17 +297,15 @@ class OutageGate:
 
     def _begin(self, cause: str) -> None:
         if self._down_since is None:
-            self._down_since = (self._clock(), time.time())
+            self._down_since = self._clock()
             self.outages += 1
-        started, wall = self._down_since
         self._outage = _Outage(
-            cause=cause, started=started, wall_started=wall, delay=self._delay, probes=self._probes
+            cause=cause, started=self._down_since, delay=self._delay, probes=self._probes
         )
 
     def _end(self) -> None:
         outage, self._outage = self._outage, None
         if outage is not None:
-            outage.over.set()
             outage.turn.set()
 
     async def _probe_once(self, outage: _Outage) -> None:

@@ -157,7 +157,7 @@ class CallerStats:
     counting as an attempt."""
 
 
-class _JudgeDown(Exception):
+class _MetOutage(Exception):
     """A send met the judge gone down: wait for it, then send again (never a failed attempt)."""
 
 
@@ -370,7 +370,7 @@ class JudgeCaller(Generic[Request]):
             except Exception as exc:
                 if await self._judge_down(exc, answers_seen):
                     attempts -= 1
-                    raise _JudgeDown() from exc
+                    raise _MetOutage() from exc
                 if outage is not None and connection_failure(exc) is None:
                     outage.answered()  # the server replied, if only to refuse
                 kind = self._note_overload(pacing, stamp, exc) if pacing is not None else None
@@ -417,7 +417,7 @@ class JudgeCaller(Generic[Request]):
             try:
                 response = await attempt_with_retries()
                 break
-            except _JudgeDown:
+            except _MetOutage:
                 self.stats.outage_waits += 1
             except _CutByUs:
                 self.stats.cut_resent += 1
@@ -505,7 +505,7 @@ class JudgeCaller(Generic[Request]):
         # A changed request is not a failure: the caller keys it again.
         return (
             isinstance(exc, Exception)
-            and not isinstance(exc, RequestChanged | _JudgeDown | _CutByUs)
+            and not isinstance(exc, RequestChanged | _MetOutage | _CutByUs)
             and unreachable_cause(exc) is None
             and bool(self.evaluator.should_retry(exc))
         )
