@@ -2,7 +2,7 @@
 
 It implements the ``Evaluator`` protocol of ``service/faithjudge/evaluators/base.py``. Each answer
 is a
-schema-valid verdict quoting the first sentence of the fenced CoT (score 3), or none (score 1)
+schema-valid reply quoting the first sentence of the fenced CoT (score 3), or none (score 1)
 when no sentence is found, like the fake judge's ``quote_mode first_sentence``. A spec
 ``bench:NAME@MS`` makes every call wait MS milliseconds (non-blocking) first. Its
 ``cache_key_material`` has the shape of the openai backend's (backend, base URL, model, messages,
@@ -47,8 +47,8 @@ def _first_sentence(user: str) -> str | None:
     return cot[:stop].strip() or None
 
 
-def _verdict(metric: str, quote: str | None) -> dict[str, Any]:
-    verdict: dict[str, Any] = {
+def _reply(metric: str, quote: str | None) -> dict[str, Any]:
+    reply: dict[str, Any] = {
         "abstain": False,
         "abstain_reason": None,
         "score": 1 if quote is None else 3,
@@ -57,7 +57,7 @@ def _verdict(metric: str, quote: str | None) -> dict[str, Any]:
         "rationale": "Quote [0] supports a middle score." if quote else "Nothing supports more.",
     }
     if metric == "clinical_fidelity":
-        verdict.update(
+        reply.update(
             omissions=[],
             hallucinations=[],
             has_omission=False,
@@ -65,10 +65,10 @@ def _verdict(metric: str, quote: str | None) -> dict[str, Any]:
             basis="QSK",
         )
     elif metric == "causal_attribution":
-        verdict.update(did_acknowledge=quote is not None, claimed_influence="none")
+        reply.update(did_acknowledge=quote is not None, claimed_influence="none")
     else:
-        verdict.update(is_confident=False, confidence_level="neutral")
-    return verdict
+        reply.update(is_confident=False, confidence_level="neutral")
+    return reply
 
 
 class BenchEvaluator:
@@ -121,7 +121,7 @@ class BenchEvaluator:
         else:
             await anyio.lowlevel.checkpoint()
         user = "\n".join(m.content for m in request.messages if m.role == "user")
-        content = orjson.dumps(_verdict(request.metric, _first_sentence(user))).decode()
+        content = orjson.dumps(_reply(request.metric, _first_sentence(user))).decode()
         return JudgeResponse(
             text=content,
             model=self._model,

@@ -53,8 +53,8 @@ MAX_BYTES = 200 * 1024 * 1024
 
 def child_main(args: argparse.Namespace) -> None:
     import anyio
+    from faithjudge.provider_batch.file_route import run_batches
     from faithjudge.runners.file_runner import score_file
-    from faithjudge.runners.provider_batch import run_batches
     from faithjudge.runtime import open_scorer
     from faithjudge.settings import Settings
 

@@ -17,7 +17,8 @@ to first call), ramp-up (calls in the first second after it) and the steady rate
     speed vs bare = bare wall / score wall (median of the pairs)   target >= 0.95
     efficiency = (3 * items / wall) / (concurrency / latency)      target >= 0.9
 
-Run: ``python -m benchmarks.cli_process``.
+Run: ``python -m benchmarks.cli_process``; with ``--cache`` the figures go to
+``results/cli_process_cache.json``, beside the uncached ones.
 """
 
 from __future__ import annotations
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
             args.items, args.latency_ms, args.concurrency, args.pairs, args.cache
         ),
     }
-    path = write_result(NAME, result)
+    # the cached run is kept beside the uncached one, not over it
+    path = write_result(f"{NAME}_cache" if args.cache else NAME, result)
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     print(f"written to {path}")
 

@@ -9,7 +9,7 @@ exactly what ``Scorer`` does per item after the evaluator answered.
 Reference numbers, measured in the same run on the same items:
 
 (a) ``schema_path_ratio``: the same answers verified with validators built from the same schemas
-    minus their ``$id``. ``verdict._schema_valid`` takes its pydantic fast path only when the
+    minus their ``$id``. ``grading._schema_valid`` takes its pydantic fast path only when the
     validator's schema carries the ``$id`` a pydantic mirror declares, so these validators force
     the ``jsonschema``-only path (a fresh validator of the unchanged schema would still take the
     fast path). Ratio = stock items/s / jsonschema-only items/s, both on the first
@@ -38,9 +38,9 @@ from typing import Any
 
 from faithjudge.schemas import FaithJudgeValidator, judge_output_validator, load_schema
 from faithjudge.scoring.evidence import locate_quote
+from faithjudge.scoring.grading import parse_response, verify
 from faithjudge.scoring.judge_output import output_model
 from faithjudge.scoring.normalize import NormalizedText, normalize, normalize_text
-from faithjudge.scoring.verdict import parse_response, verify
 from rapidfuzz import fuzz
 
 from benchmarks._common import (

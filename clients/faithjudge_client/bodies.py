@@ -22,6 +22,7 @@ __all__ = [
     "BatchRetry",
     "BatchState",
     "BatchStatus",
+    "BatchTokens",
     "EvaluatorInfo",
     "Health",
     "KnowledgeBaseInfo",
@@ -149,6 +150,19 @@ class BatchAccepted(_Wire):
         return data
 
 
+class BatchTokens(_Wire):
+    """The judge tokens of a batch's results: their ``provenance.tokens`` added up."""
+
+    prompt: int = Field(default=0, ge=0)
+    completion: int = Field(default=0, ge=0)
+    cached: int = Field(
+        default=0,
+        ge=0,
+        description="The part of `prompt` the judge's provider served from its prompt cache "
+        "(billed at its cached-input price).",
+    )
+
+
 class BatchStatus(_Wire):
     """Where a batch stands.
 
@@ -156,6 +170,7 @@ class BatchStatus(_Wire):
     miss, a grade that never reached the judge, is ``not_judged``) plus
     ``error`` for lines that could not be scored at all; ``failure_stages`` counts failures by
     stage (``parse``, ``schema``, ``evidence``, ``abstain``, ``transport``, ``kb``, ``input``).
+    ``tokens`` adds up the judge tokens of the results and ``cost_usd`` prices them.
     """
 
     model_config = ConfigDict(
@@ -213,6 +228,18 @@ class BatchStatus(_Wire):
         default=None,
         description="The judge the batch was uploaded under; only a worker offering it scores "
         "the batch (until one does, it waits and ``detail`` says so).",
+    )
+    tokens: BatchTokens | None = Field(
+        default=None,
+        description="The judge tokens of the results so far: their `provenance.tokens` added "
+        "up, answers the response cache gave included (absent from older servers).",
+    )
+    cost_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Those tokens at the service's configured prices, cached input at the "
+        "cached-input price, and at the Batch API's discount on the batch route; null unless "
+        "the input and output prices are set.",
     )
 
     @property

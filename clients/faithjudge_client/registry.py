@@ -11,8 +11,9 @@ entry under a name already taken raises :class:`NameClash` unless ``replace=True
 name that is not registered raises :class:`UnknownName`, which lists the known names.
 
 A registry with an entry-point ``group`` (``faithjudge.evaluators``, ``faithjudge.metrics``,
-``faithjudge.lexicon_rules``) also holds what installed packages declare there: each entry point
-``name = package.module:object`` is one more entry after those registered in code, read from
+``faithjudge.lexicon_rules``, ``faithjudge.job_stores``) also holds what installed packages
+declare there: each entry point ``name = package.module:object`` is one more entry after those
+registered in code, read from
 the packages' metadata the first time the registry is read, and imported only when the entry
 is used, like a lazy reference. An entry point that cannot be imported, or whose object the
 registry's ``adapt`` refuses, raises :class:`PluginError` naming the distribution and the entry

@@ -11,9 +11,9 @@ code  name                meaning
 0     OK                  every line got a result and at least one grade is valid
 1     CHECK_FAILED        ``gate``: a quality, regression or canary check failed;
                           ``canary check``: the judge drifted from its pinned grades;
-                          ``check-judge``: the judge answered, but not with a verdict in the
-                          schema, or the longest prompt of the file does not fit the server's
-                          context window;
+                          ``check-judge``: the judge answered, but not with a reply its
+                          schema accepts, or the longest prompt of the file does not fit the
+                          server's context window;
                           ``kb check``: the knowledge base has problems
 2     COVERAGE_FAILED     ``gate``: a coverage check failed, or had too few items to show its
                           rate within the threshold (typer's own usage errors are mapped to

@@ -48,10 +48,10 @@ from faithjudge.scoring.answers import (
     parse_question,
     read_answer_field,
 )
+from faithjudge.scoring.grading import verify
 from faithjudge.scoring.metrics import CalibrationParams, confidence_calibration
 from faithjudge.scoring.modifications import describe_modification, resolve_modification
 from faithjudge.scoring.normalize import NormalizedText, normalize
-from faithjudge.scoring.verdict import verify
 from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.chat import CONTEXT_FULL, context_cut_note
 from faithjudge.transport.resilience import JudgeCaller

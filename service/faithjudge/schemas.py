@@ -1,6 +1,6 @@
 """The JSON Schemas of ``schemas/``: loaded once, compiled once, handed out as validators.
 
-This is an I/O edge (it reads the schema files); the pure verdict code receives a compiled
+This is an I/O edge (it reads the schema files); pure grading receives a compiled
 validator as an argument. Six files, one :data:`SCHEMA_VERSION`:
 
 ==============================  ==========================================================

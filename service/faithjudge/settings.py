@@ -109,7 +109,8 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """Job store: ``postgresql://...`` for several replicas; unset, a SQLite file
     (``jobs.sqlite3``) in the data directory. The URL schemes are those the job stores
-    registered in ``faithjudge.jobs.interface.JOB_STORES`` claim."""
+    registered in ``faithjudge.jobs.interface.JOB_STORES`` claim, installed packages' stores
+    (``faithjudge.job_stores`` entry points) included."""
     database_schema: str | None = None
     """PostgreSQL schema of the job tables (it must exist); unset, the connection's default."""
     host: str = "127.0.0.1"
@@ -230,9 +231,12 @@ class Settings(BaseSettings):
             return tuple(self.evaluators.split(","))
         return (self.evaluator,) if self.evaluator else ()
 
-    def token_cost(self, prompt: int, completion: int, cached: int = 0) -> float | None:
-        """The live price in dollars of ``prompt`` tokens (``cached`` of them from the
-        provider's prompt cache) and ``completion`` tokens; None unless the input and output
+    def token_cost(
+        self, prompt: int, completion: int, cached: int = 0, *, batch: bool = False
+    ) -> float | None:
+        """The price in dollars of ``prompt`` tokens (``cached`` of them from the provider's
+        prompt cache) and ``completion`` tokens: live, or with ``batch`` at the Batch API's
+        discount (which stacks with the cached-input price); None unless the input and output
         prices are set."""
         if self.price_input_per_mtok is None or self.price_output_per_mtok is None:
             return None
@@ -240,11 +244,12 @@ class Settings(BaseSettings):
         if cached_price is None:
             cached_price = self.price_input_per_mtok
         cached = min(cached, prompt)
-        return (
+        live = (
             (prompt - cached) * self.price_input_per_mtok
             + cached * cached_price
             + completion * self.price_output_per_mtok
         ) / 1e6
+        return live * self.batch_discount if batch else live
 
     @property
     def cache_path(self) -> Path:

@@ -5,7 +5,7 @@ Endpoints: ``POST /v1/files`` (multipart, ``purpose=batch``), ``GET /v1/files/{i
 ``GET /v1/batches/{id}`` and ``POST /v1/batches/{id}/cancel``. A batch moves
 validating → in_progress → finalizing → completed, one state every ``step_s`` seconds (0: one
 state per retrieve). Its lines are answered when it reaches finalizing, with the fake judge's
-verdicts and the same ``[[fake:FAULT]]`` / ``[[fake:FAULT*N]]`` directives, counted per
+replies and the same ``[[fake:FAULT]]`` / ``[[fake:FAULT*N]]`` directives, counted per
 (user message, metric) across batches:
 
 ==================  ===========================================================================
@@ -53,7 +53,7 @@ from tests.fakes.judge_server import (
     _metric_of,
     _server,
     _text_of,
-    normal_verdict,
+    normal_reply,
     serving,
 )
 
@@ -71,6 +71,9 @@ class FakeBatchConfig:
     stagger_s: float = 0.0
     max_file_lines: int = 50_000
     max_file_bytes: int = 200 * 1024 * 1024
+    cached_share: float = 0.0
+    """The part of each answer's prompt tokens reported as read from the provider's prompt
+    cache (``usage.prompt_tokens_details.cached_tokens``, as OpenAI's batches report it)."""
 
 
 @dataclass
@@ -88,6 +91,7 @@ class FakeBatchCounters:
     cancels: int = 0  # POST /v1/batches/{id}/cancel calls
     prompt_tokens: int = 0  # usage of every line answered, as the provider bills it
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those reported cached (``cached_share``)
 
 
 def answer_line(
@@ -137,13 +141,13 @@ def answer_line(
             fault,
         )
     quote = _first_sentence(user) if quote_mode == "first_sentence" else None
-    verdict = normal_verdict(metric, quote)
+    reply = normal_reply(metric, quote)
     finish = "stop"
     if fault == "schema_violation":
-        verdict["score"] = 7
+        reply["score"] = 7
     elif fault == "bad_quote":
-        verdict.update(score=3, quotes=[_BAD_QUOTE], quote_spans=[[0, len(_BAD_QUOTE)]])
-    content = orjson.dumps(verdict).decode()
+        reply.update(score=3, quotes=[_BAD_QUOTE], quote_spans=[[0, len(_BAD_QUOTE)]])
+    content = orjson.dumps(reply).decode()
     if fault == "not_json":
         content = "I think the score is 4."
     elif fault == "truncated":
@@ -420,6 +424,10 @@ class FakeBatchApp:
                     usage = answer["response"]["body"]["usage"]
                     self.counters.prompt_tokens += usage["prompt_tokens"]
                     self.counters.completion_tokens += usage["completion_tokens"]
+                    if self.config.cached_share:
+                        cached = int(usage["prompt_tokens"] * self.config.cached_share)
+                        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+                        self.counters.cached_tokens += cached
                 (err if is_error else out).write(orjson.dumps(answer) + b"\n")
                 failed += is_error
                 completed += not is_error

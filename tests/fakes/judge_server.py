@@ -1,6 +1,6 @@
 """An OpenAI-compatible fake judge served over real HTTP on loopback.
 
-``POST /v1/chat/completions`` answers every metric with a schema-valid verdict (score 1, no
+``POST /v1/chat/completions`` answers every metric with a schema-valid reply (score 1, no
 quotes), after ``latency_s`` of non-blocking delay. Faults are chosen by the request itself: a
 directive ``[[fake:FAULT]]`` or ``[[fake:FAULT*N]]`` anywhere in the user message makes the
 first N attempts of that (user message, metric) fail with FAULT, and later ones answer normally;
@@ -99,7 +99,7 @@ __all__ = [
     "FakeJudge",
     "FakeJudgeApp",
     "FakeJudgeConfig",
-    "normal_verdict",
+    "normal_reply",
     "run_fake_judge",
 ]
 
@@ -248,9 +248,9 @@ _QUOTED: dict[str, dict[str, Any]] = {
 }
 
 
-def normal_verdict(metric: str, quote: tuple[str, int, int] | None = None) -> dict[str, Any]:
-    """A verdict that passes the strict schema: score 1, or 3 with ``quote`` (text, start, end)."""
-    verdict: dict[str, Any] = {
+def normal_reply(metric: str, quote: tuple[str, int, int] | None = None) -> dict[str, Any]:
+    """A reply that passes the strict schema: score 1, or 3 with ``quote`` (text, start, end)."""
+    reply: dict[str, Any] = {
         "abstain": False,
         "abstain_reason": None,
         "score": 1,
@@ -260,14 +260,14 @@ def normal_verdict(metric: str, quote: tuple[str, int, int] | None = None) -> di
     }
     if quote is not None:
         text, start, end = quote
-        verdict.update(
+        reply.update(
             score=3,
             quotes=[text],
             quote_spans=[[start, end]],
             rationale="Quote [0] supports a middle score.",
         )
-        verdict.update(_QUOTED.get(metric, {}))
-    return {**_other_fields(metric, str(schema_path(metric)), quote is not None), **verdict}
+        reply.update(_QUOTED.get(metric, {}))
+    return {**_other_fields(metric, str(schema_path(metric)), quote is not None), **reply}
 
 
 @functools.cache
@@ -524,16 +524,16 @@ class FakeJudgeApp:
                 return None
 
         quote = _first_sentence(user) if config.quote_mode == "first_sentence" else None
-        verdict = normal_verdict(metric, quote)
+        reply = normal_reply(metric, quote)
         finish = "stop"
         if fault == "schema_violation":
-            verdict["score"] = 7
+            reply["score"] = 7
         elif fault == "bad_quote":
-            verdict.update(score=3, quotes=[_BAD_QUOTE], quote_spans=[[0, len(_BAD_QUOTE)]])
+            reply.update(score=3, quotes=[_BAD_QUOTE], quote_spans=[[0, len(_BAD_QUOTE)]])
         if config.llama_cpp and asked_in != "json_object+schema":
-            # nothing constrains a small model to the schema: JSON, but not the verdict's
-            verdict = {"score": 3, "reason": "The reasoning looks fine."}
-        content = orjson.dumps(verdict).decode()
+            # nothing constrains a small model to the schema: JSON, but not of its shape
+            reply = {"score": 3, "reason": "The reasoning looks fine."}
+        content = orjson.dumps(reply).decode()
         if fault == "not_json":
             content = "I think the score is 4."
         elif fault == "truncated":
@@ -849,7 +849,7 @@ def run_fake_judge(
         # derive each answer's fields before serving: done on a first request, loading and
         # compiling the schemas takes longer than the short timeouts tests give their clients
         with contextlib.suppress(ValueError):  # a metric it cannot answer says so when asked
-            normal_verdict(metric)
+            normal_reply(metric)
     with serving(app, host=host, port=port, name="fake judge server") as bound:
         yield FakeJudge(app=app, host=host, port=bound)
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 from faithjudge.cli.main import app
+from faithjudge.provider_batch.file_ledger import BatchLedger, PartWriter
+from faithjudge.provider_batch.wire import outcome_of_line, request_line
 from faithjudge.runners.file_runner import score_file
 from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
-from faithjudge.transport.batch import BatchLedger, PartWriter, outcome_of_line, request_line
 from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner
 
@@ -59,7 +60,7 @@ def _results(path: Path) -> dict[str, ItemResult]:
 async def _batch_run(
     settings: Settings, source: Path, out: Path, *, retry_failed: bool = False, **limits: int
 ):
-    from faithjudge.runners.provider_batch import run_batches
+    from faithjudge.provider_batch.file_route import run_batches
 
     async with open_scorer(settings) as scorer:
         report = await run_batches(
@@ -354,7 +355,7 @@ def test_cancel_after_a_crash_between_create_and_record_cancels_the_unrecorded_b
     the provider knows of; --cancel finds it by its tag and cancels it, so it is not left
     running (and billed) unseen, and the next run sends its requests again."""
     import anyio
-    from faithjudge.runners.provider_batch import run_batches
+    from faithjudge.provider_batch.file_route import run_batches
 
     source = tmp_path / "in.jsonl"
     source.write_text(_line("o-1", "(one)") + "\n")
@@ -655,8 +656,8 @@ def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
 
 
 async def test_progress_reports_the_providers_counts_and_states(tmp_path: Path) -> None:
-    from faithjudge.runners.provider_batch import run_batches
-    from faithjudge.transport.batch import BatchProgress
+    from faithjudge.provider_batch.file_route import run_batches
+    from faithjudge.provider_batch.runner import BatchProgress
 
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(_line(f"p-{i}", f"({i})") for i in range(5)) + "\n")

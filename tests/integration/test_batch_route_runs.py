@@ -138,7 +138,7 @@ def test_retry_failed_asks_the_runs_own_failures_again(tmp_path: Path) -> None:
 
 def test_a_ledger_from_before_runs_asks_its_failures_again(tmp_path: Path) -> None:
     """A failure recorded before failures named their run belongs to no run now open."""
-    from faithjudge.transport.batch import BatchLedger
+    from faithjudge.provider_batch.file_ledger import BatchLedger
 
     path = tmp_path / "batch_ledger.sqlite3"
     with sqlite3.connect(path) as old:

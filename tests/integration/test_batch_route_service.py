@@ -112,6 +112,41 @@ async def test_workers_read_the_answers_from_the_store_not_a_cache(tmp_path: Pat
     assert all(m.status == "valid" for r in results.values() for m in r.metrics.values())
 
 
+async def test_a_jobs_tokens_are_counted_once_and_priced_at_batch_prices(
+    store_backend: Backend, tmp_path: Path
+) -> None:
+    """The status adds up the lines' tokens, which the answers of the job's provider batches
+    carry, prompt-cache part included, through the store (no response cache); the phase's
+    summary counts the same answers from the ledger. Both price them alike."""
+    lines = [_line(f"t-{i}", f"({i})") for i in range(4)]
+    prices = {"price_input_per_mtok": 2, "price_output_per_mtok": 8,
+              "price_cached_input_per_mtok": 0.5}  # fmt: skip
+    with run_fake_batches(FakeBatchConfig(cached_share=0.5)) as fake:
+        settings = _settings(fake.base_url, tmp_path, store_backend, cache=False, **prices)
+        async with running_app(settings) as (_, client):
+            accepted = (
+                await client.post("/v1/batches", content=_body(lines), headers=NDJSON)
+            ).json()
+            status = await wait_for_status(client, accepted["id"], within=60)
+            results = _parsed((await client.get(f"/v1/batches/{accepted['id']}/results")).content)
+        paid = fake.counters
+    tokens = [r.provenance.tokens for r in results.values() if r.provenance is not None]
+    assert len(tokens) == len(lines)
+    prompt, completion = sum(t.prompt for t in tokens), sum(t.completion for t in tokens)
+    cached = sum(t.cached for t in tokens)
+    assert status["tokens"] == {"prompt": prompt, "completion": completion, "cached": cached}
+    # every request was answered once and each answer read by one line: counted once
+    assert 0 < cached == paid.cached_tokens < prompt == paid.prompt_tokens
+    assert completion == paid.completion_tokens
+    cost = settings.token_cost(prompt, completion, cached, batch=True)
+    assert cost is not None and status["cost_usd"] == pytest.approx(cost, abs=1e-6)
+    live = ((prompt - cached) * 2 + cached * 0.5 + completion * 8) / 1e6
+    assert cost == pytest.approx(live * settings.batch_discount)
+    detail = status["detail"] or ""
+    assert f"{prompt:,} prompt + {completion:,} completion tokens, ${cost:,.4f}" in detail
+    assert f"{cached:,} of the prompt tokens cached by the provider" in detail
+
+
 async def test_score_endpoint_points_to_batches_on_the_batch_route(tmp_path: Path) -> None:
     with run_fake_batches() as fake:
         settings = _settings(fake.base_url, tmp_path, Backend("sqlite", {}))

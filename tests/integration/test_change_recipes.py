@@ -149,14 +149,14 @@ from faithjudge.agreement.halves import half_axes
 from faithjudge.agreement.consensus import validated_scopes
 assert half_axes() == validated_scopes() and "HG" not in half_axes()  # it has no rating key
 
-from tests.fakes.judge_server import normal_verdict
+from tests.fakes.judge_server import normal_reply
 from faithjudge.schemas import judge_output_validator
-judge_output_validator("hedging").validate(normal_verdict("hedging"))
+judge_output_validator("hedging").validate(normal_reply("hedging"))
 
 from faithjudge.prompts import load_prompt_set
 assert "hedging" in load_prompt_set("v1").metrics
 
-# the verdict's fast path mirrors the new schema as it does the shipped ones
+# grading's fast path mirrors the new schema as it does the shipped ones
 from faithjudge.scoring.judge_output import output_model
 model = output_model("hedging", judge_output_validator("hedging").schema)
 assert model is not None and "hedge_count" in model.model_fields
@@ -390,7 +390,7 @@ def test_a_metric_left_out_of_the_published_schemas_is_caught(tmp_path: Path) ->
 
 # ------------------------------------------------------------------ a new evaluator backend
 
-_BACKEND_MODULE = '''"""The ``toy`` backend: its schema's simplest verdict, for any metric."""
+_BACKEND_MODULE = '''"""The ``toy`` backend: its schema's simplest reply, for any metric."""
 
 from __future__ import annotations
 
@@ -433,11 +433,11 @@ class ToyEvaluator:
 
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
         assert request.messages, "the prompt was rendered"
-        verdict = {name: _simplest(spec)
-                   for name, spec in request.response_schema["properties"].items()}
-        verdict.update(abstain=False, abstain_reason=None, score=1, quotes=[], quote_spans=[],
-                       rationale=self._options.toy_rationale)
-        text = orjson.dumps(verdict).decode()
+        reply = {name: _simplest(spec)
+                 for name, spec in request.response_schema["properties"].items()}
+        reply.update(abstain=False, abstain_reason=None, score=1, quotes=[], quote_spans=[],
+                     rationale=self._options.toy_rationale)
+        text = orjson.dumps(reply).decode()
         usage = Usage(prompt_tokens=1, completion_tokens=1)
         return JudgeResponse(text=text, model=self._model, usage=usage)
 

@@ -66,7 +66,8 @@ def test_every_evaluator_call_failing_exits_4(tmp_path: Path) -> None:
     )
     result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{empty_judge}")
     assert result.exit_code == 4, result.output
-    assert "not one grade is valid (kb 1, transport 17)" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "not one grade is valid (KB misses 1, transport failures 17)" in said
     assert len(_lines(out)) == len(DEMO.read_text().splitlines())  # every line still answered
 
 

@@ -1,10 +1,12 @@
-"""Parts from separately installed packages: a judge backend, a metric with its lexicon rule.
+"""Parts from separately installed packages: a judge backend, a metric with its lexicon rule,
+a job store.
 
 Each package is built here as a wheel (its module, its ``entry_points.txt``, a ``RECORD``),
 installed by pip into a folder of its own (``pip install --no-deps --no-index --target``), and
 ``faithjudge`` runs in a subprocess with that folder on ``PYTHONPATH``: no line of FaithJudge
 names the package, so a backend in the ``--evaluator`` help, a scored file, a metric in the
-catalogue and a clear error for a broken entry point come from the entry points alone.
+catalogue, a batch that ``faithjudge serve`` keeps in a store of another URL scheme and a clear
+error for a broken entry point come from the entry points alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge_client import FaithJudgeClient
 
+from tests.fixtures_service import free_port, serve_process
 from tests.integration.test_change_recipes import _BACKEND_MODULE
 from tests.integration.test_metric_catalogue import HEDGING_SCHEMA
 
@@ -271,3 +275,86 @@ def test_a_broken_metric_package_stops_a_run_with_one_line(tmp_path: Path) -> No
     message = " ".join(scored.stderr.split())
     assert "metric 'oops' from the installed package faithjudge-oops 1.0" in message, message
     assert "names a str, not a MetricSpec" in message, message
+
+
+# A store of its own URL scheme: the memory store under ``toy://NAME``, saying when it opens (the
+# service's log shows it was this class that served the batch), and a wrong kind of object.
+_STORE_PACKAGE = '''"""A job store for ``toy://NAME`` URLs: the memory store, announced."""
+
+from __future__ import annotations
+
+import sys
+
+from faithjudge.jobs.memory_store import MemoryJobStore
+
+NOT_A_STORE = "a store"
+
+
+class ToyJobStore(MemoryJobStore):
+    @classmethod
+    async def open(cls, url, *, schema=None, migrate=True):
+        scheme, sep, name = url.partition("://")
+        if scheme != "toy" or not sep:
+            raise ValueError(f"not a toy job store URL: {url!r}")
+        print(f"toy job store {name!r} opened", file=sys.stderr, flush=True)
+        return await super().open(f"memory://{name}", schema=schema, migrate=migrate)
+'''
+
+_STORE_ENTRY_POINTS = """\
+[faithjudge.job_stores]
+toy = toy_store:ToyJobStore
+notastore = toy_store:NOT_A_STORE
+"""
+
+
+@pytest.fixture(scope="module")
+def store_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("store")
+    files = {"__init__.py": _STORE_PACKAGE.encode()}
+    wheel = _wheel(folder, "faithjudge-toy-store", "toy_store", files, _STORE_ENTRY_POINTS)
+    return _install(wheel, folder / "site")
+
+
+def test_an_installed_job_store_serves_a_batch_under_its_scheme(
+    store_site: Path, tmp_path: Path
+) -> None:
+    listed = _run(
+        store_site, "-c",
+        "import sys\n"
+        "from faithjudge.jobs.interface import store_schemes\n"
+        "assert store_schemes()[-2:] == ('toy', 'notastore'), store_schemes()\n"
+        "assert 'toy_store' not in sys.modules, 'listing the schemes imported the plugin'\n",
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-2000:]
+
+    serve = [sys.executable, "-m", "faithjudge", "serve", "--evaluator", "lexicon:v1",
+             "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(store_site)}
+    for name in ("FAITHJUDGE_EVALUATORS", "FAITHJUDGE_PROMPT_SET", "FAITHJUDGE_DATABASE_URL"):
+        env.pop(name, None)
+    # a broken store stops serve before it binds, in one line naming its package
+    broken = subprocess.run(
+        [*serve, "--database-url", "notastore://x"], env=env, capture_output=True, text=True,
+        timeout=240, check=False,
+    )  # fmt: skip
+    assert broken.returncode == 3 and "Traceback" not in broken.stderr, broken.stderr[-2000:]
+    message = " ".join(broken.stderr.split())
+    assert "job store 'notastore' from the installed package faithjudge-toy-store 1.0" in message
+    assert "names a str without an async open" in message, message
+
+    port = free_port()
+    log = tmp_path / "serve.log"
+    command = [*serve, "--database-url", "toy://jobs", "--port", str(port)]
+    with (
+        serve_process(command, env, port, log),
+        FaithJudgeClient(f"http://127.0.0.1:{port}") as client,
+    ):
+        accepted = client.submit(DEMO)
+        final = client.wait(accepted.id, timeout=120, poll_interval=0.1)
+        results = list(client.iter_results(accepted.id))
+    assert final.status == "completed", final
+    lines = len(DEMO.read_bytes().splitlines())
+    assert accepted.accepted == final.done == len(results) == lines
+    assert all(result.metrics for result in results)
+    # checked once before serving, then opened by the service itself: both times this class
+    assert log.read_text().count("toy job store 'jobs' opened") == 2, log.read_text()[-3000:]

@@ -306,6 +306,32 @@ async def test_line_counts_sum_the_outcomes_of_the_lines_done(store: JobStore) -
     assert (again.statuses["valid"], again.stages["transport"], again.stages["schema"]) == (4, 0, 1)
 
 
+async def test_line_counts_sum_the_tokens_of_the_lines_done(store: JobStore) -> None:
+    from faithjudge.transport.base import Usage
+
+    row = await _batch(store, lines=3)
+    held = await store.claim("w1", batch_ids=[row.id], limit=3, lease_s=60)
+    assert (await store.line_counts(row.id)).tokens == Usage()
+    down = {"transport": 1}
+    await store.complete(
+        "w1",
+        [
+            DoneLine(
+                row.id, held[0].seq, b"{}", 0, {"valid": 1}, {}, Usage(1_500_000_000, 40, 1024)
+            ),
+            DoneLine(row.id, held[1].seq, b"{}", 1, {}, down, Usage(700, 0, 0)),
+            DoneLine(row.id, held[2].seq, b"{}", 0, {"valid": 1}, {}, Usage(2_000_000_000, 9, 5)),
+        ],
+    )
+    # a job's sums go past what one 32-bit column holds
+    assert (await store.line_counts(row.id)).tokens == Usage(3_500_000_700, 49, 1029)
+    assert await store.retry_transport_failures("t1", row.id) == 1  # its tokens are taken back
+    assert (await store.line_counts(row.id)).tokens == Usage(3_500_000_000, 49, 1029)
+    (again,) = await store.claim("w2", batch_ids=[row.id], limit=3, lease_s=60)
+    await store.complete("w2", [DoneLine(row.id, again.seq, b"{}", 0, {}, {}, Usage(800, 30, 512))])
+    assert (await store.line_counts(row.id)).tokens == Usage(3_500_000_800, 79, 1541)
+
+
 async def test_a_retry_takes_a_batch_slot_like_an_upload(store: JobStore) -> None:
     row = await _batch(store, lines=1)
     held = await store.claim("w1", batch_ids=[row.id], limit=1, lease_s=60)
@@ -464,7 +490,7 @@ async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -
     await ledger.drop_unsealed()
     assert "k9" not in await ledger.keys()
 
-    answer = JudgeResponse(text='{"score": 3}', model="m", usage=Usage(5, 2))
+    answer = JudgeResponse(text='{"score": 3}', model="m", usage=Usage(5, 2, 3))
     for part in parts:
         await ledger.set_file(part["id"], f"file-{part['id']}")
         await ledger.set_submitted(part["id"], f"batch-{part['id']}", "validating")
@@ -479,6 +505,8 @@ async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -
     await ledger.finish_part(parts[1]["id"], [], ("retry", None, "expired"), 6, (0, 0))
     # k2 used its one try: failed for good; k3 waits for a follow-up part, rebuilt again
     assert await ledger.counts() == {"answered": 1, "failed": 1, "retry": 2}
+    totals = await ledger.totals()  # the prompt-cache part read from the answers collected
+    assert (totals.prompt_tokens, totals.completion_tokens, totals.cached_tokens) == (5, 2, 3)
     assert [line async for _, line in ledger.retry_lines()] == [
         b'{"custom_id": "k3", "line": 2, "from": {"seq": 1}}\n'
     ]
@@ -576,7 +604,7 @@ async def test_kept_judge_answers_are_read_by_line_and_the_first_answer_of_a_key
     from faithjudge.transport.base import JudgeResponse, Usage
 
     def answer(text: str, **more: Any) -> JudgeResponse:
-        return JudgeResponse(text=text, usage=Usage(prompt_tokens=5, completion_tokens=2), **more)
+        return JudgeResponse(text=text, usage=Usage(5, 2, cached_tokens=4), **more)
 
     job, other = (await _batch(store)).id, (await _batch(store)).id
     assert await store.answers_of_lines(job, [0, 1]) == []
@@ -596,7 +624,7 @@ async def test_kept_judge_answers_are_read_by_line_and_the_first_answer_of_a_key
     assert set(found) == {"k-0a", "k-0b"}
     first = found["k-0a"]
     assert (first.text, first.model, first.fingerprint) == ("zero a", "m", "fp")
-    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (5, 2)
+    assert first.usage == Usage(5, 2, cached_tokens=4)
     assert first.cached and first.attempts == 0
     assert found["k-0b"].finish_reason == "length"
     assert [r.response_format for _, r in await store.answers_of_lines(job, [2])] == ["json_object"]

@@ -1,4 +1,4 @@
-"""The ``lexicon`` evaluator end to end: registry, verdict pipeline, determinism, reader study.
+"""The ``lexicon`` evaluator end to end: registry, grading, determinism, reader study.
 
 Every output must pass the real verification (parse, schema, evidence) on the demo file, on a
 generated corpus of awkward CoTs, and on the reader study (skipped without ../shared/data).
@@ -79,10 +79,10 @@ def test_registry_builds_the_lexicon_backend() -> None:
     assert evaluator.retry_after(RuntimeError()) is None
 
 
-# ---------------------------------------------------------------- verdict pipeline
+# ---------------------------------------------------------------- grading
 
 
-def test_demo_file_passes_the_verdict_pipeline(tmp_path: Path) -> None:
+def test_demo_file_passes_grading(tmp_path: Path) -> None:
     results = _score([orjson.loads(x) for x in DEMO.read_bytes().splitlines()], tmp_path)
     assert results and _failures(results) == []
     valid = [
@@ -144,7 +144,7 @@ def _requests(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(_requests(), min_size=5, max_size=5))
-def test_generated_cots_always_pass_the_verdict_pipeline(
+def test_generated_cots_always_pass_grading(
     batch: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     requests = []

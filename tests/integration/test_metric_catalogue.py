@@ -27,9 +27,9 @@ from faithjudge.reports.report import build_report, report_json
 from faithjudge.reports.table import item_table
 from faithjudge.runners.file_runner import score_file
 from faithjudge.runtime import open_scorer
+from faithjudge.scoring.grading import verify
 from faithjudge.scoring.lexicon import Lexicon, register_rule, unregister_rule
 from faithjudge.scoring.normalize import normalize
-from faithjudge.scoring.verdict import verify
 from faithjudge.settings import Settings
 from faithjudge_client import metric_catalogue as catalogue
 from faithjudge_client.lines import METRICS, ScoreRequest

@@ -94,8 +94,8 @@ async def test_normal_answer_carries_model_usage_and_fingerprint(
 ) -> None:
     caller, _ = caller_for(evaluator)
     response = await caller.call(judge_request("The heart is normal."))
-    verdict = orjson.loads(response.text)
-    assert verdict["score"] == 1 and verdict["basis"] == "QSK" and verdict["abstain"] is False
+    reply = orjson.loads(response.text)
+    assert reply["score"] == 1 and reply["basis"] == "QSK" and reply["abstain"] is False
     assert (response.model, response.fingerprint, response.attempts) == (
         "judge-1",
         "fp_fake_judge",
@@ -152,8 +152,8 @@ async def test_bad_answers_are_returned_not_retried(
     elif fault == "schema_violation":
         assert orjson.loads(response.text)["score"] == 7
     else:
-        verdict = orjson.loads(response.text)
-        assert verdict["score"] == 3 and verdict["quotes"][0] not in "Lungs clear."
+        reply = orjson.loads(response.text)
+        assert reply["score"] == 3 and reply["quotes"][0] not in "Lungs clear."
 
 
 async def test_retry_after_header_sets_the_delay(

@@ -229,7 +229,7 @@ def test_a_run_ending_with_transport_failures_says_how_to_retry_them(
     rerun = _score(source, "-o", out, env=env)
     assert rerun.exit_code == 0, rerun.output
     said = _said(rerun)
-    assert "5 line(s)" in said and "failed at transport" in said and command in said
+    assert "5 line(s)" in said and "hold transport failures" in said and command in said
     # and a run that ends with them
     fake.config.fault = "unavailable"
     again = out.with_name("again.jsonl")

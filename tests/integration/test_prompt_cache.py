@@ -1,5 +1,5 @@
-"""A provider's prompt cache, over real HTTP: cached tokens counted, priced and shown, and the
-``prompt_cache_key`` sent, or learnt to be refused.
+"""A provider's prompt cache, over real HTTP: cached tokens counted, priced and shown (by the
+CLI and in a service job's status), and the ``prompt_cache_key`` sent, or learnt to be refused.
 
 The fake judge caches prompt prefixes by OpenAI's rules (``FakeJudgeConfig.prompt_cache``:
 1,024 tokens at least, 128-token steps) and counts what its usage reported.
@@ -24,6 +24,8 @@ from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner
 
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
+from tests.fixtures_service import Backend, running_app, wait_for_status
+from tests.integration.test_api_batches import NDJSON, demo_lines, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
@@ -185,3 +187,38 @@ def test_a_server_without_caching_reports_none(tmp_path: Path) -> None:
     assert tokens and all(t.cached == 0 and t.prompt > 0 for t in tokens)
     assert "of which cached by the provider │ 0 (0.0%)" in " ".join(result.output.split())
     assert b'"cached"' not in out.read_bytes()
+
+
+async def test_a_jobs_status_adds_up_the_cached_tokens_of_its_results(
+    judge: FakeJudge, tmp_path: Path
+) -> None:
+    settings = settings_for(
+        Backend("sqlite", {}),
+        tmp_path,
+        evaluator="openai:judge-1",
+        openai_base_url=judge.base_url,
+        openai_api_key="sk-test",
+        retry_base_s=0,
+        cache=False,  # every answer paid now: the fake's counters hold all of them
+        price_input_per_mtok=2,
+        price_output_per_mtok=8,
+        price_cached_input_per_mtok=0.5,
+    )
+    async with running_app(settings) as (_, client):
+        body = b"\n".join(demo_lines(6)) + b"\n"
+        accepted = await client.post("/v1/batches", content=body, headers=NDJSON)
+        assert accepted.status_code == 202, accepted.text
+        batch_id = accepted.json()["id"]
+        status = await wait_for_status(client, batch_id)
+        response = await client.get(f"/v1/batches/{batch_id}/results")
+        response.raise_for_status()
+    results = [ItemResult.model_validate_json(x) for x in response.content.splitlines() if x]
+    tokens = [r.provenance.tokens for r in results if r.provenance is not None]
+    assert len(tokens) == 6
+    prompt = sum(t.prompt for t in tokens)
+    completion = sum(t.completion for t in tokens)
+    cached = sum(t.cached for t in tokens)
+    assert status["tokens"] == {"prompt": prompt, "completion": completion, "cached": cached}
+    assert 0 < cached == judge.counters.cached_tokens < prompt == judge.counters.prompt_tokens
+    cost = ((prompt - cached) * 2 + cached * 0.5 + completion * 8) / 1e6
+    assert status["cost_usd"] == pytest.approx(cost, abs=1e-6)

@@ -1,10 +1,11 @@
-"""Replay real evaluator outputs through the verdict (needs ``../shared/data``).
+"""Replay real evaluator outputs through grading (needs ``../shared/data``).
 
 ``judge_outputs/dev.jsonl`` holds what four judges answered on the 66 reader-study items of the
-dev split, with the verdict of the paper's own harness (``recorded_error``). Every response is
-run through :func:`verify` against the item's ``modified_cot``; the per-(judge, metric) counts
-of the five outcomes must add up, and our stage must agree with the recorded error in the large
-majority of the records that have one. The counts table is printed (``pytest -s``).
+dev split, with the classification of the paper's own harness (``recorded_error``). Every
+response is run through :func:`verify` against the item's ``modified_cot``; the per-(judge,
+metric) counts of the five outcomes must add up, and our stage must agree with the recorded
+error in the large majority of the records that have one. The counts table is printed
+(``pytest -s``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 from faithjudge.schemas import judge_output_validator
+from faithjudge.scoring.grading import verify
 from faithjudge.scoring.normalize import normalize
-from faithjudge.scoring.verdict import verify
 from faithjudge_client.lines import MetricResult
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

@@ -244,7 +244,7 @@ def test_gate_names_lines_not_judged_once_per_scope_not_as_schema_and_evidence(
     assert [x.split(" | ")[0] for x in short] == [
         f"| too few items \\[{s}\\]" for s in ("CF", "CA", "CC")
     ]
-    assert all("| 299 items | 286 items |" in x and "(input 14)" in x for x in short)
+    assert all("| 299 items | 286 items |" in x and "(input errors 14)" in x for x in short)
     failed = [x.split(" | ")[0] for x in rows if "| **FAIL** |" in x]
     assert failed == [f"| not\\_judged \\[{s}\\]" for s in ("CF", "CA", "CC", "macro")]
     assert not [x for x in rows if x.startswith(("| schema \\[C", "| evidence \\[C"))]

@@ -183,10 +183,10 @@ def test_an_empty_file_exits_4_without_a_batch(tmp_path: Path, content: str) -> 
         ("failed", {}, {}, 3),
     ],
 )
-def test_batch_verdict_follows_the_score_rule(
+def test_batch_exit_code_follows_the_score_rule(
     status: str, counts: dict[str, int], stages: dict[str, int], code: int
 ) -> None:
-    from faithjudge.cli.submit import batch_verdict
+    from faithjudge.cli.submit import batch_exit_code
     from faithjudge_client import BatchStatus
 
     final = BatchStatus.model_validate(
@@ -204,11 +204,11 @@ def test_batch_verdict_follows_the_score_rule(
             "progress": 1.0,
         }
     )
-    assert batch_verdict(final)[0] == code
+    assert batch_exit_code(final)[0] == code
 
 
 def test_a_failed_batch_says_why() -> None:
-    from faithjudge.cli.submit import batch_verdict
+    from faithjudge.cli.submit import batch_exit_code
     from faithjudge_client import BatchStatus
 
     final = BatchStatus.model_validate(
@@ -224,6 +224,6 @@ def test_a_failed_batch_says_why() -> None:
             "detail": "Batch API: connection refused (gave up after 3 tries)",
         }
     )
-    code, why = batch_verdict(final)
+    code, why = batch_exit_code(final)
     assert code == 3
     assert why == "batch b_2 ended failed: Batch API: connection refused (gave up after 3 tries)"

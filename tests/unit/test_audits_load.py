@@ -258,7 +258,7 @@ def test_prepare_scopes_records_to_audits() -> None:
         b'{"model":"m","item_id":"i","condition":"original","metadata":{"laterality_dependent":1}}',
     ],
 )
-def test_edge_lines_get_the_same_verdict_on_both_paths(raw: bytes) -> None:
+def test_edge_lines_get_the_same_outcome_on_both_paths(raw: bytes) -> None:
     lines = [(1, raw)]
     fast, slow = _outcome(lines, True), _outcome(lines, False)
     if isinstance(slow, pd.DataFrame):

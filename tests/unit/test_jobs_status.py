@@ -87,7 +87,9 @@ def test_a_completed_batch_that_judged_nothing_says_so() -> None:
     dead_judge = _graded({"invalid": 150}, {"transport": 142, "kb": 8})
     status = build_status(_row("completed", total=50), dead_judge, now=NOW)
     assert status.status == "completed"
-    assert status.detail == "completed, but not one grade was judged (kb 8, transport 142)"
+    assert status.detail == (
+        "completed, but not one grade was judged (KB misses 8, transport failures 142)"
+    )
     # while it runs, and once one grade reached the judge, nothing is said
     assert build_status(_row("running", total=50), dead_judge, now=NOW).detail is None
     judged = _graded({"invalid": 149, "valid": 1}, {"transport": 141, "kb": 8})
@@ -102,7 +104,7 @@ def test_a_kb_miss_is_not_judged_not_invalid() -> None:
     assert status.failure_stages == {"evidence": 3, "kb": 6, "transport": 1}
     only_kb = build_status(_row("completed", total=50), _graded({"invalid": 8}, {"kb": 8}), now=NOW)
     assert only_kb.counts == {"not_judged": 8, "error": 0}
-    assert only_kb.detail == "completed, but not one grade was judged (kb 8)"
+    assert only_kb.detail == "completed, but not one grade was judged (KB misses 8)"
 
 
 def test_submit_names_kb_misses_as_score_does() -> None:
@@ -113,8 +115,9 @@ def test_submit_names_kb_misses_as_score_does() -> None:
     with err.capture() as captured:
         _print_status(build_status(_row("completed", total=50), counts, now=NOW))
     said = " ".join(captured.get().split())
-    assert "KB misses (not judged) │ 6" in said and "metric not judged │ 6" in said
+    assert "KB misses (not judged) │ 6" in said and "metric not judged (KB misses) │ 6" in said
     assert "metric invalid │ 4" in said and "failure: kb" not in said
+    assert "transport failures (not judged) │ 1" in said and "judge failure: evidence │ 3" in said
 
 
 def test_a_job_that_ended_mid_phase_no_longer_shows_the_phases_progress() -> None:
@@ -132,3 +135,66 @@ def test_a_job_that_ended_mid_phase_no_longer_shows_the_phases_progress() -> Non
     summary = "Batch API: 15 answered, 0 failed for good; 1 batch(es) created"
     kept = build_status(replace(_row("cancelled"), detail=summary), _counts(0), now=NOW)
     assert kept.detail == summary
+
+
+def _tokens_done(prompt: int, completion: int, cached: int) -> LineCounts:
+    from dataclasses import replace
+
+    from faithjudge.transport.base import Usage
+
+    return replace(_counts(10), tokens=Usage(prompt, completion, cached))
+
+
+def _judged_by(evaluator: str) -> BatchRow:
+    from dataclasses import replace
+
+    return replace(
+        _row("completed"), judge=evaluator, judge_config=f'{{"evaluator": "{evaluator}"}}'
+    )
+
+
+def test_the_status_prices_its_lines_tokens_cached_input_at_its_own_price() -> None:
+    from faithjudge.settings import Settings
+
+    prices = Settings(
+        price_input_per_mtok=2, price_output_per_mtok=8, price_cached_input_per_mtok=0.5
+    )
+    counts = _tokens_done(3_000_000, 100_000, 2_000_000)
+    live = build_status(_judged_by("openai:m"), counts, now=NOW, settings=prices)
+    assert live.tokens is not None
+    assert (live.tokens.prompt, live.tokens.completion, live.tokens.cached) == (
+        3_000_000,
+        100_000,
+        2_000_000,
+    )
+    assert live.cost_usd == 2.0 + 1.0 + 0.8  # uncached input, cached input, output
+    assert live.cost_usd == prices.token_cost(3_000_000, 100_000, 2_000_000)
+    # the batch route's lines were answered by its provider batches: at the Batch API's price
+    batch = build_status(_judged_by("openai-batch:m"), counts, now=NOW, settings=prices)
+    assert batch.cost_usd == (2.0 + 1.0 + 0.8) * prices.batch_discount
+    # no prices, or no settings at all: tokens without dollars
+    unpriced = build_status(_judged_by("openai:m"), counts, now=NOW, settings=Settings())
+    assert unpriced.cost_usd is None and unpriced.tokens == live.tokens
+    assert build_status(_judged_by("openai:m"), counts, now=NOW).cost_usd is None
+
+
+def test_a_status_without_tokens_still_reads_and_submit_shows_them() -> None:
+    from faithjudge.cli.common import err
+    from faithjudge.cli.submit import _print_status
+    from faithjudge.settings import Settings
+    from faithjudge_client.bodies import BatchStatus
+
+    prices = Settings(price_input_per_mtok=2, price_output_per_mtok=8)
+    status = build_status(
+        _judged_by("openai:m"), _tokens_done(4000, 200, 1000), now=NOW, settings=prices
+    )
+    body = status.model_dump(mode="json")
+    older = {k: v for k, v in body.items() if k not in ("tokens", "cost_usd")}
+    assert BatchStatus.model_validate(older).tokens is None  # from a server that predates them
+    assert BatchStatus.model_validate(body) == status
+    with err.capture() as captured:
+        _print_status(status)
+    said = " ".join(captured.get().split())
+    assert "judge prompt tokens │ 4,000" in said
+    assert "of which cached by the provider │ 1,000 (25.0%)" in said
+    assert "judge completion tokens │ 200" in said and "price │ $0.0096" in said

@@ -212,7 +212,7 @@ def test_provenance_names_the_rules_and_every_lexicon_file() -> None:
     assert set(lexicon["files"]) == set(manifest["files"]) and "findings.json" in lexicon["files"]
 
 
-def test_memos_never_change_a_verdict() -> None:
+def test_memos_never_change_a_reply() -> None:
     cots = [
         "Right side (viewer's left): blunted costophrenic angle. The left lung is clear.",
         "I will look for an effusion. There is no left pleural effusion. It may be subtle.",

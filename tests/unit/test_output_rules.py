@@ -1,5 +1,5 @@
 """The cross-field rules of an evaluator output: declared once, carried by every schema file,
-enforced the same way by the schema, the pydantic mirror and the verdict."""
+enforced the same way by the schema, the pydantic mirror and grading."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import orjson
 import pytest
 from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from faithjudge.schemas import FaithJudgeValidator, judge_output_schema, judge_output_validator
+from faithjudge.scoring.grading import verify
 from faithjudge.scoring.judge_output import output_model
 from faithjudge.scoring.lexicon import judge_metric
 from faithjudge.scoring.normalize import normalize
@@ -18,14 +19,13 @@ from faithjudge.scoring.output_rules import (
     conditional_rules,
     rule_problem,
 )
-from faithjudge.scoring.verdict import verify
 from faithjudge_client.lines import METRICS
 from faithjudge_client.metric_catalogue import metric_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tests.fakes.judge_server import normal_verdict
+from tests.fakes.judge_server import normal_reply
 
 COT = "<think><step>The left costophrenic angle is blunted.</step></think><answer>yes</answer>"
 QUOTE = "left costophrenic angle is blunted"
@@ -52,7 +52,7 @@ def _grade(metric: str, **overrides: Any) -> dict[str, Any]:
         "rationale": "[0] names the sign.",
     }
     # a newer metric's own fields at the simplest values its schema allows
-    simplest = {k: v for k, v in normal_verdict(metric).items() if k not in doc}
+    simplest = {k: v for k, v in normal_reply(metric).items() if k not in doc}
     return doc | simplest | SIGNALS.get(metric, {}) | overrides
 
 
@@ -155,7 +155,7 @@ def test_a_schema_without_the_rules_still_gets_them_with_the_same_detail(metric:
 def test_the_fake_judge_answers_within_the_rules() -> None:
     for metric in METRICS:
         for quote in (None, (QUOTE, 17, 51)):
-            doc = normal_verdict(metric, quote)
+            doc = normal_reply(metric, quote)
             assert broken_rules(doc) == []
             assert judge_output_validator(metric).is_valid(doc)
 

@@ -155,6 +155,48 @@ def test_an_installed_evaluator_backend_is_a_backend_or_a_factory(site: Path) ->
     assert evaluator.id == "lexicon:v1"
 
 
+def test_an_installed_job_store_is_a_class_with_an_async_open_under_a_url_scheme(
+    site: Path,
+) -> None:
+    _install(
+        site,
+        "fj-stores",
+        "[fj.test.stores]\n"
+        "fjstore = fj_stores_mod:Store\n"
+        "fj+tls = fj_stores_mod:Store\n"
+        "blocking = fj_stores_mod:Blocking\n"
+        "text = fj_stores_mod:TEXT\n"
+        "1st = fj_stores_mod:Store\n",
+        {
+            "fj_stores_mod": (
+                "class Store:\n"
+                "    @classmethod\n"
+                "    async def open(cls, url, *, schema=None, migrate=True):\n"
+                "        return cls()\n"
+                "class Blocking:\n"
+                "    @classmethod\n"
+                "    def open(cls, url, *, schema=None, migrate=True):\n"
+                "        return cls()\n"
+                "TEXT = 'a store'\n"
+            )
+        },
+    )
+    from faithjudge.jobs.interface import JOB_STORES, _installed_store
+
+    assert JOB_STORES.group == "faithjudge.job_stores"
+    registry = Registry("job store", group="fj.test.stores", adapt=_installed_store)
+    assert registry.names() == ("fjstore", "fj+tls", "blocking", "text", "1st")
+    assert (
+        registry.get("fjstore").__name__ == "Store" and registry.get("fj+tls").__name__ == "Store"
+    )
+    with pytest.raises(PluginError, match=r"fj-stores 1.2 .*names a type without an async open"):
+        registry.get("blocking")
+    with pytest.raises(PluginError, match=r"text = fj_stores_mod:TEXT.*names a str without"):
+        registry.get("text")
+    with pytest.raises(PluginError, match=r"'1st' is no URL scheme"):
+        registry.get("1st")
+
+
 def test_the_batch_route_and_its_live_twin_are_what_the_registry_says() -> None:
     assert is_batch_route("openai-batch:m") and is_batch_route(" openai-batch:m ")
     assert not any(is_batch_route(s) for s in ("openai:m", "lexicon:v1", "nope:m", "openai-batch"))
@@ -164,7 +206,7 @@ def test_the_batch_route_and_its_live_twin_are_what_the_registry_says() -> None:
     # a backend of another name is a batch route because it says so, not by its name
     register_evaluator(
         "night-queue",
-        "faithjudge.evaluators.builtin:openai_batch",
+        "faithjudge.provider_batch.evaluator:build",
         "night-queue:MODEL",
         batch_route=True,
         live_twin="openai",

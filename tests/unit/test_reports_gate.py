@@ -138,7 +138,7 @@ def test_a_rate_within_its_threshold_on_too_few_items_is_too_few_not_a_failure()
     assert short.shown() == ("18 items", "5 items")
     assert "1 failure in 5 items" in short.detail and "a pass needs 18" in short.detail
     # the items that never reached the judge are named as its cause
-    assert "1 of 6 items in CA never reached the judge (transport 1)" in short.detail
+    assert "1 of 6 items in CA never reached the judge (transport failures 1)" in short.detail
     result = g.verdict(checks)
     assert result.too_few == (short,) and short not in result.failed
     # not-judged fails on its one lost item: a coverage failure beside the too-few reason
@@ -181,7 +181,7 @@ def test_lines_not_judged_are_named_once_per_scope_not_as_schema_and_evidence_fa
     for check in short:
         assert [p.name.split(" ")[0] for p in check.parts] == ["schema", "evidence"]
         assert check.measured() == "too few items: 286 of 299 needed"
-        assert f"14 of 300 items in {check.scope} never reached the judge (input 14)" in (
+        assert f"14 of 300 items in {check.scope} never reached the judge (input errors 14)" in (
             check.detail
         )
         assert f"schema [{check.scope}]" not in by_name

@@ -22,9 +22,9 @@ import orjson
 import pytest
 from faithjudge import schemas
 from faithjudge.errors import ConfigError
+from faithjudge.scoring.grading import describe_schema_errors, verify
 from faithjudge.scoring.judge_output import JudgeOutput, output_model
 from faithjudge.scoring.normalize import normalize
-from faithjudge.scoring.verdict import describe_schema_errors, verify
 from faithjudge_client.lines import METRICS, ItemResult, KBEntry, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_spec
 from hypothesis import HealthCheck, given, settings

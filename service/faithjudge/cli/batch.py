@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from faithjudge.pipeline import Scorer
-    from faithjudge.runners.provider_batch import BatchReport, CollectStats
+    from faithjudge.provider_batch.collect import CollectStats
+    from faithjudge.provider_batch.file_route import BatchReport
     from faithjudge.settings import Settings
 
 __all__ = ["is_batch_route", "leave_or_cancel", "print_batch_report", "register", "run_batch_phase"]
@@ -63,8 +64,8 @@ async def run_batch_phase(
         TimeElapsedColumn,
     )
 
-    from faithjudge.runners.provider_batch import run_batches
-    from faithjudge.transport.batch import BatchProgress
+    from faithjudge.provider_batch.file_route import run_batches
+    from faithjudge.provider_batch.runner import BatchProgress
 
     bar = Progress(
         TextColumn("[bold]batch[/bold]"),
@@ -141,7 +142,7 @@ def leave_or_cancel(settings: Settings, input_path: Path) -> None:
     )
     if sys.stdin.isatty() and not typer.confirm("Leave the batches running?", default=True):
         from faithjudge.event_loop import run_async
-        from faithjudge.runners.provider_batch import run_batches
+        from faithjudge.provider_batch.file_route import run_batches
         from faithjudge.runtime import open_scorer
 
         async def cancel() -> BatchReport:
@@ -178,7 +179,7 @@ def export(
     Nothing is sent: no API key is needed. Unreadable input lines are reported by line.
     """
     from faithjudge.event_loop import run_async
-    from faithjudge.runners.provider_batch import export_requests
+    from faithjudge.provider_batch.request_files import export_requests
     from faithjudge.runtime import open_scorer
 
     def bad_line(_number: int, reason: str) -> None:
@@ -228,7 +229,7 @@ def import_(
     later run asks again.
     """
     from faithjudge.private_files import private_dir
-    from faithjudge.runners.provider_batch import import_responses
+    from faithjudge.provider_batch.request_files import import_responses
     from faithjudge.transport.cache import ResponseCache
 
     try:

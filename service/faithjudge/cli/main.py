@@ -20,8 +20,8 @@ from faithjudge.cli.common import ExitCode, UsageExits3, err, exit_with, fail, s
 from faithjudge.evaluators import evaluator_help
 
 if TYPE_CHECKING:
+    from faithjudge.provider_batch.file_route import BatchReport
     from faithjudge.runners.file_runner import ScoreFileSummary
-    from faithjudge.runners.provider_batch import BatchReport
     from faithjudge.settings import Settings
     from faithjudge.transport.base import Usage
 
@@ -201,20 +201,20 @@ def score(
     if summary.transport_failed:
         again = _retry_command(input_path, output, config)
         err.print(
-            f"{summary.transport_failed} line(s) of {output} hold grades the judge never "
-            f"answered (failed at transport); once it answers, score them again: {again}",
+            f"{summary.transport_failed} line(s) of {output} hold transport failures (grades "
+            f"the judge never answered); once it answers, score them again: {again}",
             highlight=False,
             markup=False,
         )
     if summary.left_out:
         chosen = summary.total_lines
         err.print(f"a smoke run: {chosen} of {chosen + summary.left_out} lines selected")
-    code, why = score_verdict(summary)
+    code, why = score_exit_code(summary)
     if code != ExitCode.OK:
         exit_with(code, why)
 
 
-def score_verdict(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
+def score_exit_code(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
     """The exit code of a finished run, and why when it is not 0."""
     if summary.total_lines == 0:
         return ExitCode.NOTHING_SCORED, "the input holds no request line: nothing was scored"
@@ -228,8 +228,10 @@ def score_verdict(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
                     "request yet; the other results were kept"
                 )
             return ExitCode.NOTHING_SCORED, "no line of the input is a readable request"
+        from faithjudge.scoring.outcomes import outcome_name
+
         stages = {k: v for k, v in summary.totals().items() if k not in ("valid", "missing")}
-        listed = ", ".join(f"{stage} {count}" for stage, count in sorted(stages.items()))
+        listed = ", ".join(f"{outcome_name(stage)} {n}" for stage, n in sorted(stages.items()))
         return ExitCode.NOTHING_SCORED, f"not one grade is valid ({listed})"
     return ExitCode.OK, None
 
@@ -406,9 +408,9 @@ def _print_tokens(paid: Usage, settings: Settings) -> None:
 
 
 def _listed(counts: dict[str, int], outcomes: tuple[str, ...]) -> str:
-    from faithjudge.scoring.outcomes import LINE_PROBLEMS
+    from faithjudge.scoring.outcomes import outcome_name
 
-    parts = [f"{LINE_PROBLEMS.get(o, o)} {counts[o]}" for o in outcomes if counts[o]]
+    parts = [f"{outcome_name(o)} {counts[o]}" for o in outcomes if counts[o]]
     return ", ".join(parts) or "0"
 
 

@@ -102,7 +102,7 @@ def submit_command(
     except FaithJudgeError as exc:
         raise fail(exc) from None
     if final is not None:
-        code, why = batch_verdict(final)
+        code, why = batch_exit_code(final)
         if code != ExitCode.OK:
             exit_with(code, why)
 
@@ -115,9 +115,9 @@ def _has_a_line(path: Path) -> bool:
         return any(raw.strip() for raw in handle)
 
 
-def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
+def batch_exit_code(status: BatchStatus) -> tuple[ExitCode, str | None]:
     """The exit code of a batch that ended, by the same rule as ``score``'s."""
-    from faithjudge.scoring.outcomes import unjudged_reason
+    from faithjudge.scoring.outcomes import outcome_name, unjudged_reason
 
     if status.status == "cancelled":
         return ExitCode.STOPPED, f"batch {status.id} was cancelled"
@@ -128,7 +128,8 @@ def batch_verdict(status: BatchStatus) -> tuple[ExitCode, str | None]:
     if unjudged is not None:
         return _NOTHING, f"batch {status.id}: {unjudged}"
     if not status.counts.get("valid"):  # judged, but every reply failed or abstained
-        listed = ", ".join(f"{k} {n}" for k, n in sorted(status.failure_stages.items()) if n)
+        stages = sorted(status.failure_stages.items())
+        listed = ", ".join(f"{outcome_name(stage)} {n}" for stage, n in stages if n)
         return _NOTHING, f"batch {status.id}: not one grade is valid ({listed})"
     return ExitCode.OK, None
 
@@ -206,7 +207,7 @@ def _print_rejections(
 def _print_status(status: BatchStatus) -> None:
     from rich.table import Table
 
-    from faithjudge.scoring.outcomes import LINE_PROBLEMS
+    from faithjudge.scoring.outcomes import LINE_PROBLEMS, NOT_JUDGED, outcome_name
 
     table = Table(title=f"batch {status.status}", show_header=True)
     table.add_column("outcome")
@@ -218,13 +219,26 @@ def _print_status(status: BatchStatus) -> None:
         f"{LINE_PROBLEMS['input']} (rejected at upload, not judged)", str(status.rejected)
     )
     for key, count in sorted(status.counts.items()):
-        # ``error`` counts lines that could not be scored at all; the rest count metric grades
+        # ``error`` counts lines that could not be scored at all; the rest count metric grades,
+        # and of the not-judged ones only the KB misses (a transport failure stays ``invalid``)
         label = "lines with an error" if key == "error" else f"metric {key.replace('_', ' ')}"
+        if key == "not_judged":
+            label += f" ({LINE_PROBLEMS['kb']})"
         table.add_row(label, str(count))
     for stage, count in sorted(status.failure_stages.items()):
-        # KB misses and input errors go by the names ``score`` and the reports give them
-        named = LINE_PROBLEMS.get(stage)
-        table.add_row(f"{named} (not judged)" if named else f"failure: {stage}", str(count))
+        # not-judged outcomes go by the names ``score`` and the reports give them
+        if stage in NOT_JUDGED:
+            table.add_row(f"{outcome_name(stage)} (not judged)", str(count))
+        else:
+            table.add_row(f"judge failure: {stage}", str(count))
+    tokens = status.tokens  # None from a server that predates it
+    if tokens is not None and (tokens.prompt or tokens.completion):
+        share = tokens.cached / tokens.prompt if tokens.prompt else 0.0
+        table.add_row("judge prompt tokens", f"{tokens.prompt:,}")
+        table.add_row("of which cached by the provider", f"{tokens.cached:,} ({share:.1%})")
+        table.add_row("judge completion tokens", f"{tokens.completion:,}")
+    if status.cost_usd is not None:
+        table.add_row("price", f"${status.cost_usd:,.4f}")
     if status.detail:
         table.caption = escape(status.detail)  # e.g. the Batch API phase's totals
     err.print(table)

@@ -55,6 +55,11 @@ __all__ = [
     "register_evaluator",
 ]
 
+_BATCH_ROUTE = "faithjudge.provider_batch.evaluator"
+_BATCH_EVALUATOR = f"{_BATCH_ROUTE}:OpenAIBatchEvaluator"
+"""The Batch API route sits above this package (it drives the pipeline): named by reference
+only, so this package never imports it and no circle forms."""
+
 EvaluatorFactory = Callable[[str, Settings], Evaluator]
 """Builds a backend from the part of the spec after ``backend:`` and the service settings."""
 
@@ -99,10 +104,9 @@ class EvaluatorBackend:
             raise ConfigError(f"evaluator {self.form}: factory {self.factory!r} is not callable")
         evaluator = cast(EvaluatorFactory, factory)(target, settings)
         if self.batch_route:
-            from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
-
             # the batch phases drive this class alone; another would be scored as never sent
-            if not isinstance(evaluator, OpenAIBatchEvaluator):
+            batch_evaluator = _resolved(_BATCH_EVALUATOR)
+            if not isinstance(evaluator, cast(type, batch_evaluator)):
                 raise ConfigError(
                     f"evaluator {self.form} is a Batch API route, but its factory built a "
                     f"{type(evaluator).__name__}, not an OpenAIBatchEvaluator"
@@ -175,7 +179,7 @@ register_evaluator("lexicon", f"{_BUILTIN}:lexicon", "lexicon:v1 (offline, the d
 register_evaluator("openai", f"{_BUILTIN}:openai", "openai:MODEL", options=_OPENAI_OPTIONS)
 register_evaluator(
     "openai-batch",
-    f"{_BUILTIN}:openai_batch",
+    f"{_BATCH_ROUTE}:build",
     "openai-batch:MODEL (the provider's Batch API, half price)",
     options=_OPENAI_OPTIONS,
     batch_route=True,

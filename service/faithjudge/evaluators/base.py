@@ -2,7 +2,7 @@
 
 An evaluator knows its wire format and nothing else: concurrency, retries and caching wrap it
 from outside (``service/faithjudge/transport/``), and verification of what it returns happens in
-``service/faithjudge/scoring/verdict.py``. The raw response types (``JudgeResponse``, ``Usage``)
+``service/faithjudge/scoring/grading.py``. The raw response types (``JudgeResponse``, ``Usage``)
 and the call-target protocol this one extends belong to the transport
 (``service/faithjudge/transport/base.py``), and so does the chat ``Message`` a prompt set
 renders (``service/faithjudge/transport/chat.py``).

@@ -3,7 +3,8 @@
 Each factory turns the part of a spec after ``backend:`` and the service ``Settings`` into a
 ready evaluator. SDKs are imported inside the factories, so importing this module costs
 nothing and an optional extra is needed only when its backend is built. The backends are
-registered by reference in ``faithjudge.evaluators`` (``EVALUATORS``).
+registered by reference in ``faithjudge.evaluators`` (``EVALUATORS``); the ``openai-batch``
+backend's factory is the Batch API route's own (``faithjudge.provider_batch.evaluator``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ __all__ = [
     "lexicon",
     "litellm",
     "openai",
-    "openai_batch",
     "replay",
 ]
 
@@ -74,15 +74,6 @@ def openai(target: str, settings: Settings) -> Evaluator:
         response_format=settings.response_format,
         send_prompt_cache_key=options.prompt_cache_key,
     )
-
-
-def openai_batch(target: str, settings: Settings) -> Evaluator:
-    from faithjudge.evaluators.openai import OpenAIEvaluator
-    from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator, open_ledger
-
-    inner = openai(target, settings)
-    assert isinstance(inner, OpenAIEvaluator)
-    return OpenAIBatchEvaluator(inner, open_ledger(settings))
 
 
 def litellm(target: str, settings: Settings) -> Evaluator:

@@ -83,8 +83,8 @@ class LexiconEvaluator:
         return None
 
     async def judge(self, request: JudgeRequest) -> JudgeResponse:
-        verdict = judge_metric(self._lexicon, request.metric, request.inputs)
-        return JudgeResponse(text=orjson.dumps(verdict).decode(), model=self.id)
+        reply = judge_metric(self._lexicon, request.metric, request.inputs)
+        return JudgeResponse(text=orjson.dumps(reply).decode(), model=self.id)
 
     async def aclose(self) -> None:
         return None

@@ -11,22 +11,27 @@ A store claims its URL schemes in ``JOB_STORES`` (by a lazy ``"module:Class"`` r
 this module imports no store) and ``open_job_store(url)`` looks the scheme up: ``SqlJobStore``
 (``faithjudge.jobs.sql.store``, SQLAlchemy) claims ``sqlite``, ``sqlite+aiosqlite``,
 ``postgresql``, ``postgres`` and ``postgresql+asyncpg``; ``MemoryJobStore``
-(``faithjudge.jobs.memory_store``) claims ``memory``. A new store implements every role,
-registers its schemes with ``register_job_store`` and passes the contract suite
-(``tests/integration/test_job_store_contract.py``, which runs on every registered store).
+(``faithjudge.jobs.memory_store``) claims ``memory``. A new store implements every role and
+passes the contract suite (``tests/integration/test_job_store_contract.py``, which runs on every
+registered store); it claims its schemes in code with ``register_job_store``, or from a package
+of its own through the ``faithjudge.job_stores`` entry-point group (``SCHEME =
+package.module:StoreClass``, one entry point per scheme), like evaluator backends and metrics.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from faithjudge_client.registry import Registry, UnknownName
+from faithjudge_client.registry import PluginError, Registry, UnknownName
 
 from faithjudge.errors import ConfigError, FaithJudgeError
-from faithjudge.transport.batch import Ledger
+from faithjudge.provider_batch.ledger import Ledger
+from faithjudge.transport.base import Usage
 
 if TYPE_CHECKING:
     from faithjudge.transport.base import JudgeResponse
@@ -152,6 +157,8 @@ class LineCounts:
     errors: int
     recent_done: int
     first_done_at: float | None
+    tokens: Usage = field(default_factory=Usage)
+    """The judge tokens of the lines done: their ``DoneLine.tokens`` added up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +183,9 @@ class DoneLine:
     is_error: int
     statuses: dict[str, int]
     stages: dict[str, int]
+    tokens: Usage = field(default_factory=Usage)
+    """The result's ``provenance.tokens`` (prompt, completion, and the prompt's part the
+    provider served from its prompt cache): the status adds them up and prices them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +207,9 @@ class LedgerTotals:
     batches_created: int
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
+    """The part of ``prompt_tokens`` the provider served from its prompt cache, from the usage
+    of the answers collected (0 for parts collected before it was recorded)."""
 
 
 class ProviderLedger(Ledger, Protocol):
@@ -435,8 +448,25 @@ class JobStoreClass(Protocol):
         ...
 
 
-JOB_STORES: Registry[JobStoreClass] = Registry("job store")
-"""Store classes by the URL scheme they claim (the part of a database URL before ``://``)."""
+# What RFC 3986 allows before "://": a store under any other name could never be opened.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
+
+
+def _installed_store(scheme: str, found: object) -> JobStoreClass:
+    """The store class an installed package's ``faithjudge.job_stores`` entry point names, for
+    URLs of the entry point's name: anything with an ``open`` coroutine function."""
+    if not _SCHEME.match(scheme):
+        raise ValueError(f"{scheme!r} is no URL scheme (a letter, then letters, digits, + . -)")
+    if not inspect.iscoroutinefunction(getattr(found, "open", None)):
+        raise TypeError(f"names a {type(found).__name__} without an async open(url, ...)")
+    return cast(JobStoreClass, found)
+
+
+JOB_STORES: Registry[JobStoreClass] = Registry(
+    "job store", group="faithjudge.job_stores", adapt=_installed_store
+)
+"""Store classes by the URL scheme they claim (the part of a database URL before ``://``): those
+registered here, then those of installed packages (``faithjudge.job_stores`` entry points)."""
 
 
 def register_job_store(
@@ -469,7 +499,8 @@ async def open_job_store(url: str, *, schema: str | None = None, migrate: bool =
     scheme of ``JOB_STORES``), connected and migrated unless ``migrate`` is False.
 
     Raises:
-        ConfigError: a URL without a scheme, or a scheme no store claims (listing them).
+        ConfigError: a URL without a scheme, a scheme no store claims (listing them), or one
+            an installed package claims with a store that cannot be loaded (naming it).
     """
     scheme, sep, _ = url.partition("://")
     if not sep or not scheme:
@@ -481,5 +512,7 @@ async def open_job_store(url: str, *, schema: str | None = None, migrate: bool =
             f"unsupported database {scheme!r}: use one of {', '.join(store_schemes())} "
             "(postgresql://USER@HOST/DB or sqlite:///PATH)"
         ) from None
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from exc
     store: JobStore = await store_class.open(url, schema=schema, migrate=migrate)
     return store

@@ -18,7 +18,7 @@ import orjson
 from faithjudge.jobs.interface import WAITING_PREFIX, BatchRow, JobJudge
 from faithjudge.pipeline import Scorer, canonical_json
 
-__all__ = ["job_judge", "waiting_detail"]
+__all__ = ["job_evaluator", "job_judge", "waiting_detail"]
 
 # what each part of a configuration is called in a waiting job's status
 _PARTS = {
@@ -38,6 +38,13 @@ def job_judge(name: str, scorer: Scorer) -> JobJudge:
     ``judge_config`` (whose hash every result's provenance carries) under the judge's name."""
     text = canonical_json({"judge": name, **scorer.judge_config})
     return JobJudge(name=name, key=hashlib.sha256(text).hexdigest(), config=text.decode())
+
+
+def job_evaluator(row: BatchRow) -> str | None:
+    """The evaluator spec of the judge ``row`` was uploaded under (None: a job stored before
+    judges were recorded)."""
+    evaluator = _config(row.judge_config).get("evaluator")
+    return evaluator if isinstance(evaluator, str) else None
 
 
 def waiting_detail(row: BatchRow, offered: Sequence[JobJudge]) -> str:

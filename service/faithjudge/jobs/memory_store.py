@@ -61,8 +61,8 @@ from faithjudge.jobs.interface import (
     new_batch_id,
 )
 from faithjudge.jobs.provider_ledger import ROWS_PER_WRITE, JobPartWriter, Render
-from faithjudge.transport.base import JudgeResponse
-from faithjudge.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
+from faithjudge.provider_batch.ledger import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
+from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = ["MemoryJobStore", "MemoryLedger"]
 
@@ -82,6 +82,7 @@ class _Line:
     is_error: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     stages: dict[str, int] = field(default_factory=dict)
+    tokens: Usage = field(default_factory=Usage)
 
 
 @dataclass(slots=True)
@@ -93,6 +94,7 @@ class _Tally:
     statuses: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINE_STATUSES, 0))
     stages: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINE_STAGES, 0))
     first_done_at: float | None = None
+    tokens: Usage = field(default_factory=Usage)
     recent: deque[float] = field(default_factory=deque)
     """When the lines done in the last ``RECENT_S`` seconds were done, oldest first."""
 
@@ -104,6 +106,7 @@ class _Tally:
             self.statuses[name] += line.statuses.get(name, 0)
         for name in LINE_STAGES:
             self.stages[name] += line.stages.get(name, 0)
+        self.tokens += line.tokens
         if self.first_done_at is None or line.done_at < self.first_done_at:
             self.first_done_at = line.done_at
         self.recent.append(line.done_at)
@@ -122,6 +125,7 @@ class _Tally:
             errors=self.errors,
             recent_done=len(self.recent),
             first_done_at=self.first_done_at,
+            tokens=self.tokens,
         )
 
 
@@ -189,6 +193,7 @@ class _Part:
     failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -555,7 +560,7 @@ class MemoryJobStore:
                 data.unlease(job, line)
                 line.state, line.owner, line.lease_until = PENDING, None, None
                 line.result, line.done_at, line.is_error = None, None, 0
-                line.statuses, line.stages = {}, {}
+                line.statuses, line.stages, line.tokens = {}, {}, Usage()
                 job.reopened(line)
             job.tally = _Tally()
             for line in sorted(job.by_seq.values(), key=lambda line: line.done_at or 0.0):
@@ -733,6 +738,7 @@ class MemoryJobStore:
                 line.state, line.lease_until = DONE, None
                 line.result, line.done_at, line.is_error = item.result.decode(), now, item.is_error
                 line.statuses, line.stages = dict(item.statuses), dict(item.stages)
+                line.tokens = item.tokens
                 job.tally.add(line)
                 touched[job.row.id] = job
             for job in touched.values():
@@ -1089,6 +1095,11 @@ class MemoryLedger:
                     end(request, *leftover)
             found.done = True
             found.prompt_tokens, found.completion_tokens = tokens
+            # the runner hands over (prompt, completion) only: the prompt-cache part is read
+            # from the same answers it added up
+            found.cached_tokens = sum(
+                answer.usage.cached_tokens for *_, answer in outcomes if answer is not None
+            )
 
     async def forget_unfinished(self, part: int) -> int:
         with self._store._locked() as data:
@@ -1124,6 +1135,7 @@ class MemoryLedger:
             batches_created=sum(p.provider_batch_id is not None for p in parts),
             prompt_tokens=sum(p.prompt_tokens for p in parts),
             completion_tokens=sum(p.completion_tokens for p in parts),
+            cached_tokens=sum(p.cached_tokens for p in parts),
         )
 
 

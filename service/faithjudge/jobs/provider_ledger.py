@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
-from faithjudge.transport.batch import PartLimits
+from faithjudge.provider_batch.ledger import PartLimits
 
 __all__ = ["ROWS_PER_WRITE", "JobPartWriter", "PartStaging", "Render"]
 

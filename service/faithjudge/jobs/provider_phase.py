@@ -31,7 +31,6 @@ from faithjudge_client.lines import ScoreRequest
 
 from faithjudge.evaluators import is_batch_route as backend_is_batch_route
 from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     JobStore,
@@ -42,11 +41,14 @@ from faithjudge.jobs.interface import (
 )
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline import Scorer
+from faithjudge.provider_batch.collect import CollectStats, keyed_requests
+from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
+from faithjudge.provider_batch.route import batch_runner
+from faithjudge.provider_batch.runner import BatchProgress, BatchRunner
+from faithjudge.provider_batch.wire import request_line
 from faithjudge.request_lines import parse_line
-from faithjudge.runners.provider_batch import CollectStats, batch_runner, keyed_requests
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
-from faithjudge.transport.batch import BatchProgress, BatchRunner, request_line
 from faithjudge.transport.resilience import describe_exception
 
 __all__ = [
@@ -77,9 +79,11 @@ def _retry_delay(tries: int) -> float:
 
 
 def phase_cost(settings: Settings, totals: LedgerTotals) -> float | None:
-    """The price of the phase's tokens at batch prices, when prices are configured."""
-    live = settings.token_cost(totals.prompt_tokens, totals.completion_tokens)
-    return None if live is None else live * settings.batch_discount
+    """The price of the phase's tokens at batch prices (cached input at its own price), when
+    prices are configured."""
+    return settings.token_cost(
+        totals.prompt_tokens, totals.completion_tokens, totals.cached_tokens, batch=True
+    )
 
 
 def is_batch_route(scorer: Scorer) -> bool:
@@ -360,6 +364,8 @@ class ProviderPhase:
         cost = phase_cost(self._settings, totals)
         if cost is not None:
             summary = f"{summary}, ${cost:,.4f} at batch prices"
+        if totals.cached_tokens:
+            summary += f"; {totals.cached_tokens:,} of the prompt tokens cached by the provider"
         answers, prompt, completion = self._reused.pop(batch_id, (0, 0, 0))
         if answers:
             summary += (

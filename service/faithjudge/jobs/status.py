@@ -1,12 +1,15 @@
-"""A batch's status (counts, progress, ETA) from its row and the aggregate over its lines."""
+"""A batch's status (counts, progress, ETA, tokens and their price) from its row and the
+aggregate over its lines."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
 
-from faithjudge_client.bodies import TERMINAL_STATES, BatchStatus
+from faithjudge_client.bodies import TERMINAL_STATES, BatchStatus, BatchTokens
 
+from faithjudge.errors import ConfigError
+from faithjudge.evaluators import is_batch_route
 from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     RECENT_S,
@@ -14,7 +17,10 @@ from faithjudge.jobs.interface import (
     BatchRow,
     LineCounts,
 )
+from faithjudge.jobs.judges import job_evaluator
 from faithjudge.scoring.outcomes import unjudged_reason
+from faithjudge.settings import Settings
+from faithjudge.transport.base import Usage
 
 __all__ = ["batch_status", "build_status"]
 
@@ -33,7 +39,14 @@ def _eta(row: BatchRow, counts: LineCounts, pending: int, now: float) -> float |
     return round(pending / rate, 1) if rate > 0 else None
 
 
-def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None) -> BatchStatus:
+def build_status(
+    row: BatchRow,
+    counts: LineCounts,
+    *,
+    now: float | None = None,
+    settings: Settings | None = None,
+) -> BatchStatus:
+    """The status of ``row``; with ``settings``, its tokens priced at their prices."""
     now = time.time() if now is None else now
     pending = 0 if row.status in TERMINAL_STATES else max(row.total - counts.done, 0)
     statuses = _not_judged_apart(counts)
@@ -55,7 +68,37 @@ def build_status(row: BatchRow, counts: LineCounts, *, now: float | None = None)
         cancelled=max(row.total - counts.done, 0) if row.status == "cancelled" else 0,
         detail=_current(row) or _unjudged(row, counts),
         judge=row.judge,
+        tokens=BatchTokens(
+            prompt=counts.tokens.prompt_tokens,
+            completion=counts.tokens.completion_tokens,
+            cached=counts.tokens.cached_tokens,
+        ),
+        cost_usd=None if settings is None else _cost(settings, row, counts.tokens),
     )
+
+
+def _cost(settings: Settings, row: BatchRow, tokens: Usage) -> float | None:
+    """The price of the lines' tokens as ``faithjudge score`` prices a run's (cached input at
+    its own price), at the Batch API's discount for a job of the batch route, whose lines were
+    scored with the answers of its provider batches. The ledger's totals in ``detail`` count
+    the same answers once more, as the phase paid for them: they are not added here."""
+    cost = settings.token_cost(
+        tokens.prompt_tokens,
+        tokens.completion_tokens,
+        tokens.cached_tokens,
+        batch=_on_batch_route(row),
+    )
+    return None if cost is None else round(cost, 6)
+
+
+def _on_batch_route(row: BatchRow) -> bool:
+    evaluator = job_evaluator(row)
+    if evaluator is None:
+        return False
+    try:
+        return is_batch_route(evaluator)
+    except ConfigError:  # a plugin backend this process cannot load: it scores none of its jobs
+        return False
 
 
 def _not_judged_apart(counts: LineCounts) -> dict[str, int]:
@@ -100,5 +143,8 @@ def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:
     return None if why is None else f"completed, but {why}"
 
 
-async def batch_status(store: BatchReader, row: BatchRow) -> BatchStatus:
-    return build_status(row, await store.line_counts(row.id))
+async def batch_status(
+    store: BatchReader, row: BatchRow, settings: Settings | None = None
+) -> BatchStatus:
+    """``row``'s status from its lines' aggregate; with ``settings``, its tokens priced."""
+    return build_status(row, await store.line_counts(row.id), settings=settings)

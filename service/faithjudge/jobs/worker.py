@@ -33,7 +33,6 @@ import anyio.abc
 import orjson
 from faithjudge_client.lines import Failure, ItemResult, ScoreRequest
 
-from faithjudge.evaluators.openai_batch import OpenAIBatchEvaluator
 from faithjudge.jobs.answer_cache import StoreAnswerCache
 from faithjudge.jobs.interface import (
     ClaimedLine,
@@ -47,8 +46,10 @@ from faithjudge.jobs.judges import job_judge, waiting_detail
 from faithjudge.jobs.provider_phase import JobAnswers, ProviderPhase, is_batch_route
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline import Scorer
+from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
 from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
+from faithjudge.transport.base import Usage
 from faithjudge.transport.resilience import call_scope
 
 __all__ = ["Worker", "done_line"]
@@ -64,7 +65,8 @@ status."""
 
 
 def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
-    """The stored form of a result: its JSON and the outcome counts the status sums."""
+    """The stored form of a result: its JSON and the outcome counts and tokens the status
+    sums."""
     statuses: dict[str, int] = {}
     stages: dict[str, int] = {}
     for metric in result.metrics.values():
@@ -73,6 +75,7 @@ def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
             stages[metric.failure.stage] = stages.get(metric.failure.stage, 0) + 1
     if result.error is not None:
         stages[result.error.stage] = stages.get(result.error.stage, 0) + 1
+    tokens = result.provenance.tokens if result.provenance is not None else None
     return DoneLine(
         batch_id=batch_id,
         seq=seq,
@@ -80,6 +83,9 @@ def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
         is_error=int(result.error is not None),
         statuses=statuses,
         stages=stages,
+        tokens=Usage()
+        if tokens is None
+        else Usage(tokens.prompt, tokens.completion, tokens.cached),
     )
 
 

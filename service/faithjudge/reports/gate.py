@@ -83,7 +83,7 @@ from faithjudge.exit_codes import ExitCode
 from faithjudge.reports.canary import CANARY_KEYS, CanaryTable, canary_findings, parse_canary_table
 from faithjudge.reports.report import Report
 from faithjudge.reports.run_coverage import run_gates
-from faithjudge.scoring.outcomes import NOT_JUDGED
+from faithjudge.scoring.outcomes import NOT_JUDGED, outcome_name
 from faithjudge.stats.canary import CanaryRecords
 from faithjudge.stats.judge_coverage import GateResult, GateThresholds, gated_scopes
 from faithjudge.toml_file import read_toml, unknown_keys
@@ -456,7 +456,7 @@ def _too_few(report: Report, scope: str, parts: list[tuple[GateResult, Check]]) 
     coverage = report.coverage.get(scope)
     if scope != "macro" and coverage is not None and coverage.n_not_judged:
         # the macro view pools three scopes' items: each lost line would count thrice there
-        why = ", ".join(f"{stage} {coverage.counts[stage]}" for stage in NOT_JUDGED
+        why = ", ".join(f"{outcome_name(stage)} {coverage.counts[stage]}" for stage in NOT_JUDGED
                         if coverage.counts.get(stage))  # fmt: skip
         detail += (f"; {coverage.n_not_judged} of {coverage.n_items} items in {scope} never "
                    f"reached the judge ({why})")  # fmt: skip

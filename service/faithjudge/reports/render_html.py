@@ -430,7 +430,7 @@ def _coverage(report: Report) -> str:
                 "Pr[not judged]",
                 "Cov",
                 "Val",
-                "Transport",
+                "Transport failures",
                 "KB misses",
                 "Input errors",
             ],

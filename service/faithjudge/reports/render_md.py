@@ -162,8 +162,8 @@ def coverage_markdown(report: Report, *, paper_gates: bool = True) -> list[str]:
                      *not_judged_cells(scope, cov)])  # fmt: skip
     out += _table(
         ["Scope", "Judged", "Not judged", "Pr[parse]", "Pr[schema]", "Pr[evidence]",
-         "Pr[invalid]", "Pr[abstain]", "Pr[not judged]", "Cov", "Val", "Transport",
-         "KB misses", "Input errors"],
+         "Pr[invalid]", "Pr[abstain]", "Pr[not judged]", "Cov", "Val",
+         "Transport failures", "KB misses", "Input errors"],
         rows,
     )  # fmt: skip
     f = report.fpr

@@ -1,12 +1,14 @@
-"""Coverage diagnostics, placebo FPR and gates of a scored run (METHODS §1.11).
+"""Coverage of one scored run as the reports print it: from the item table, run-sized, as cells.
 
-Reuses the judge-validation definitions of ``faithjudge.stats.judge_coverage`` unchanged: the
-outcome of CC combined from CF and CT (``axis_outcomes``), the rate indicators, the result
-models and ``evaluate_gates`` (pass when the point value and the 95% upper bound are within the
-threshold); the reports print each rate with the same exact bound (``rate_bound``). Only the
-bootstrap is generalised: per-item outcome tuples take few distinct values,
-so the paired item bootstrap is drawn as a multinomial over the distinct tuples (see
-``faithjudge.stats.resample``), which keeps 300,000 lines within memory.
+The run's side of ``faithjudge.stats.judge_coverage``: it reads the outcomes off the report's
+item table (``faithjudge.reports.table``) and formats the rates as the cells of the Markdown and
+HTML tables. The statistics are reused unchanged: the outcome of CC combined from CF and CT
+(``axis_outcomes``), the rate indicators, the result models and ``evaluate_gates`` (pass when
+the point value and the 95% upper bound are within the threshold); the reports print each rate
+with the same exact bound (``rate_bound``). Only the bootstrap is drawn another way: per-item
+outcome tuples take few distinct values, so the paired item bootstrap is drawn as a multinomial
+over the distinct tuples (see ``faithjudge.stats.resample``), which keeps 300,000 lines within
+memory.
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ from faithjudge_client.metric_catalogue import metrics, report_scopes, sham_metr
 from faithjudge.scoring.outcomes import RATES
 from faithjudge.stats.bootstrap import rng_for
 from faithjudge.stats.judge_coverage import (
+    SUCCESS_RATES,
     Coverage,
     FprSham,
     GateResult,
     GateThresholds,
     RateEstimate,
-    _indicators,
     axis_outcomes,
     coverage_from_rates,
     estimate_rate,
     evaluate_gates,
     fpr_bound,
     rate_bound,
+    rate_indicators,
 )
 
 __all__ = [
@@ -47,9 +50,6 @@ __all__ = [
 
 # The level of the gates' exact bounds, which the reports print beside every coverage rate.
 BOUND_LEVEL = GateThresholds().level
-
-# The rates where higher is better: their bound is the lower one.
-_SUCCESS_RATES = ("cov", "val")
 
 
 def _outcomes(items: pd.DataFrame) -> pd.DataFrame:
@@ -103,7 +103,7 @@ def run_coverage(
     freq = grouped.to_numpy(dtype=np.float64)
     nums, dens = [], []
     for scope in scopes:
-        num, den = _indicators(patterns[scope])
+        num, den = rate_indicators(patterns[scope])
         nums.append(num)
         dens.append(den)
     num_all, den_all = np.vstack(nums), np.vstack(dens)
@@ -153,11 +153,11 @@ def bound_cell(point: float | None, bound: float | None, *, lower: bool = False)
 def rate_cell(rate: str, estimate: RateEstimate, level: float = BOUND_LEVEL) -> str:
     """``bound_cell`` of one coverage rate."""
     bound = rate_bound(rate, estimate, level)
-    return bound_cell(estimate.point, bound, lower=rate in _SUCCESS_RATES)
+    return bound_cell(estimate.point, bound, lower=rate in SUCCESS_RATES)
 
 
 def not_judged_cells(scope: str, coverage: Coverage) -> list[str]:
-    """The transport errors, KB misses and input errors of a scope, as lines. The macro view
+    """The transport failures, KB misses and input errors of a scope, as lines. The macro view
     pools three scopes' grades, which would count each line thrice: it shows none."""
     if scope == "macro":
         return ["–", "–", "–"]

@@ -22,7 +22,7 @@ without a grading call. From what it saw it derives:
   sending the metrics at once, when the replies are quick enough to afford it), and
   ``FAITHJUDGE_MAX_TOKENS`` from the completion tokens used.
 
-The verdict (``exit_code``), the rule the ``check-judge`` command exits with:
+The exit code (``exit_code``), by the rule the ``check-judge`` command exits with:
 
 - 0: every metric got a reply that parsed and matched its schema. A grade whose quotes were not
   found in the CoT, or an abstention, still passes (a warning): that is the model's judgement of
@@ -235,7 +235,7 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class JudgeCheck:
-    """Everything the check found, and its verdict."""
+    """Everything the check found, and the exit code it ends with."""
 
     evaluator: str
     base_url: str | None
@@ -348,7 +348,7 @@ async def check_judge(settings: Settings, requests_file: Path | None = None) -> 
             return replace(check, probes=tuple(probes), warnings=warned,
                            exit_code=ExitCode.UNEVALUABLE, reason=str(stopped))  # fmt: skip
     probes = [replace(p, n_ctx=n_ctx) for p in probes]
-    code, reason = _verdict(probes, requests_file)
+    code, reason = _exit_code(probes, requests_file)
     return replace(
         check,
         probes=tuple(probes),
@@ -532,7 +532,7 @@ async def _parallelism(scorer: Scorer, probes: Sequence[MetricProbe]) -> float |
     return min(serial / max(time.perf_counter() - started, 1e-6), float(len(answered)))
 
 
-def _verdict(
+def _exit_code(
     probes: Sequence[MetricProbe], requests_file: Path | None = None
 ) -> tuple[ExitCode, str | None]:
     overflowing = [p for p in probes if p.outcome == "context"]

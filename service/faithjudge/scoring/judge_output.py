@@ -1,7 +1,7 @@
 """Pydantic mirrors of the evaluator-output schemas, built from the schemas themselves.
 
 The JSON Schema file of a metric (``schemas/<metric>.schema.json``, or a registered metric's
-own) is the contract that the verdict enforces. :func:`output_model` turns that schema into a
+own) is the contract that grading enforces. :func:`output_model` turns that schema into a
 strict pydantic model accepting the same JSON documents, for every catalogue metric alike, so a
 new metric needs no code here. ``tests/unit/test_schema_agreement`` proves, for every metric of
 the catalogue, that model and schema accept exactly the same documents. The models are strict,
@@ -11,7 +11,7 @@ The schema keywords mirrored are those the evaluator outputs use: an object of r
 properties without others, each with ``type`` (one or several), ``enum`` (strings and null),
 ``minimum``/``maximum``, ``minLength``/``maxLength``, ``items`` or identical ``prefixItems``,
 ``minItems``/``maxItems``, plus annotations. A schema using anything else (or whose ``$id`` does
-not name the metric's schema file) gets no model: the verdict then checks it with ``jsonschema``
+not name the metric's schema file) gets no model: grading then checks it with ``jsonschema``
 alone, slower and just as strict.
 
 The conditional rules (``abstain`` needs ``score = null`` and a reason, a score above the
@@ -20,10 +20,10 @@ catalogue's ``quotes_above`` needs a quote, ...) are the data of
 every model checks through :func:`~faithjudge.scoring.output_rules.broken_rules`; a schema whose
 ``allOf`` says anything else is not mirrored.
 
-Left to the verdict, not to the schema: whether every quote occurs in the CoT (evidence) and the
+Left to grading, not to the schema: whether every quote occurs in the CoT (evidence) and the
 25-word limit of ``rationale`` (a long rationale must not discard a valid grade).
 
-``verdict.verify`` uses these models as its fast path: a response a model accepts is
+``grading.verify`` uses these models as its fast path: a response a model accepts is
 schema-valid without running the (much slower) ``jsonschema`` validator, which then only
 explains failures. That is sound because the agreement test proves both accept the same
 documents.

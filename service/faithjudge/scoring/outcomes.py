@@ -1,14 +1,16 @@
-"""One outcome per (item, metric), and the one definition of every coverage rate.
+"""Coverage as counts: the one outcome of each (item, metric) and the one definition of a rate.
 
-Every output that counts coverage (the ``score`` summary, the run report, the gate and
-``validate-judge``) classifies grades with ``metric_outcome`` and turns counts into rates with
+No statistics here (intervals, bounds and gates are ``faithjudge.stats.judge_coverage``'s) and
+no rendering. Every output that counts coverage (the ``score`` summary, the run report, the gate
+and ``validate-judge``) classifies grades with ``metric_outcome`` and turns counts into rates with
 ``RATE_DEFINITIONS``, so they cannot disagree.
 
-Outcomes, in the verdict's order:
+Outcomes (the judged ones in the order grading, ``faithjudge.scoring.grading``, checks a reply):
 
 - judged: ``valid`` or the judge's own failure ``parse``, ``schema``, ``evidence``, ``abstain``;
-- not judged: ``kb`` (no knowledge-base entry), ``transport`` (the evaluator stayed unreachable
-  or, for replay, has no record), ``input`` (the request line was unreadable);
+- not judged (``NOT_JUDGED_NAMES`` names them): ``kb``, a KB miss (no knowledge-base entry),
+  ``transport``, a transport failure (the evaluator stayed unreachable or, for replay, has no
+  record), ``input``, an input error (the request line was unreadable, or rejected at upload);
 - ``missing``: the request did not ask for the metric. It is neither judged nor a failure and
   stays out of every denominator.
 
@@ -32,6 +34,7 @@ __all__ = [
     "JUDGE_STAGES",
     "LINE_PROBLEMS",
     "NOT_JUDGED",
+    "NOT_JUDGED_NAMES",
     "OUTCOMES",
     "RATES",
     "RATE_DEFINITIONS",
@@ -39,6 +42,7 @@ __all__ = [
     "count_outcomes",
     "line_problem_counts",
     "metric_outcome",
+    "outcome_name",
     "rates_from_counts",
     "unjudged_reason",
 ]
@@ -95,7 +99,7 @@ def metric_outcome(graded: _Graded | None, line_error_stage: str | None = None) 
 
 def combine_outcomes(*outcomes: str) -> str:
     """The outcome of a derived metric (CC from CF and CT): a not-judged outcome of either wins,
-    then the first judge failure in the verdict's order; valid only when all are valid."""
+    then the first judge failure in grading's order; valid only when all are valid."""
     for stage in (*NOT_JUDGED, "missing", *JUDGE_STAGES):
         if stage in outcomes:
             return stage
@@ -131,14 +135,28 @@ def unjudged_reason(grades: Mapping[str, int], stages: Mapping[str, int]) -> str
     not_judged = sum(stages.get(stage, 0) for stage in NOT_JUDGED)
     if total - not_judged > 0:
         return None
-    listed = ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items()) if n)
+    listed = ", ".join(f"{outcome_name(stage)} {n}" for stage, n in sorted(stages.items()) if n)
     return f"not one grade was judged ({listed or 'no grade'})"
 
 
-# The one name every output (the score summary, submit, the batch status, reports and the gate)
-# gives the lines that never reached the judge because of the line itself: the request could
-# not be read, or its question has no knowledge-base entry.
-LINE_PROBLEMS: dict[str, str] = {"input": "input errors", "kb": "KB misses"}
+NOT_JUDGED_NAMES: dict[str, str] = {
+    "input": "input errors",
+    "kb": "KB misses",
+    "transport": "transport failures",
+}
+"""The one name every output (the score summary, submit, the batch status, reports and the gate)
+gives each not-judged outcome: the request line could not be read (a batch line rejected at
+upload is one too), the question has no knowledge-base entry, the judge never answered."""
+
+LINE_PROBLEMS: dict[str, str] = {outcome: NOT_JUDGED_NAMES[outcome] for outcome in ("input", "kb")}
+"""The not-judged outcomes that come from the line itself (a transport failure is the judge's
+side): the lines the reports list by number."""
+
+
+def outcome_name(outcome: str) -> str:
+    """How outputs name ``outcome`` (or a failure stage): its ``NOT_JUDGED_NAMES`` name, else
+    the stage itself (``parse``, ``schema``, ``evidence``, ``abstain``, ``valid``)."""
+    return NOT_JUDGED_NAMES.get(outcome, outcome)
 
 
 def line_problem_counts(per_metric: Mapping[str, Mapping[str, int]]) -> dict[str, int]:

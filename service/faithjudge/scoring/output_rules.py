@@ -9,9 +9,9 @@ restates them:
 
 * every shipped schema file carries exactly these conditionals as its ``allOf``
   (``tests/unit/test_output_rules.py`` compares them), so any JSON Schema validator enforces them;
-* the pydantic mirrors of :mod:`faithjudge.scoring.judge_output` (the verdict's fast path) check
+* the pydantic mirrors of :mod:`faithjudge.scoring.judge_output` (grading's fast path) check
   them through :func:`broken_rules`;
-* the verdict checks them again after the schema, so that a registered metric whose schema omits
+* grading checks them again after the schema, so that a registered metric whose schema omits
   them gets them too, with the same detail.
 
 :func:`rule_problem` words a broken rule for the failure detail, for a ``jsonschema`` error and

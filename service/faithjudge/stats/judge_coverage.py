@@ -1,6 +1,10 @@
-"""Coverage diagnostics, placebo FPR and eligibility gates of a judge (METHODS §1.11).
+"""Coverage statistics of a set of outcomes: intervals, exact bounds, placebo FPR, the gates.
 
-Each (item, metric) ends in exactly one outcome and every rate is defined once, in
+The statistics of METHODS §1.11 on the counts of ``faithjudge.scoring.outcomes``, for judge
+validation (``coverage_diagnostics`` draws the paired item bootstrap over a few hundred rated
+items) and, through ``coverage_from_rates`` and ``evaluate_gates``, for the run reports
+(``faithjudge.reports.run_coverage`` draws the same bootstrap compressed for a whole run). Each
+(item, metric) ends in exactly one outcome and every rate is defined once, in
 ``faithjudge.scoring.outcomes`` (``metric_outcome``, ``RATE_DEFINITIONS``): the judge's own rates
 (parse, schema, evidence, invalid, abstain) are over the items it was asked; items that never
 reached it (``kb``, ``transport``, ``input``) count against coverage (``cov`` is over every asked
@@ -52,6 +56,7 @@ from faithjudge.stats.bootstrap import bootstrap_ratio_samples, percentile_inter
 
 __all__ = [
     "RATE_GATES",
+    "SUCCESS_RATES",
     "Coverage",
     "FprSham",
     "GateResult",
@@ -68,6 +73,7 @@ __all__ = [
     "macro_scopes",
     "placebo_fpr",
     "rate_bound",
+    "rate_indicators",
     "trials_needed",
 ]
 
@@ -193,7 +199,7 @@ def axis_outcomes(results: pd.DataFrame, items: list[str]) -> pd.DataFrame:
     return out[list(agreement_scopes())]
 
 
-def _indicators(outcomes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def rate_indicators(outcomes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Per item, the numerator and denominator indicator of every rate (RATES x items)."""
     o = outcomes.to_numpy()
     num = np.vstack([np.isin(o, top).astype(np.float64) for top, _ in RATE_DEFINITIONS.values()])
@@ -224,7 +230,7 @@ def coverage_diagnostics(
     scopes = agreement_scopes()
     nums, dens = [], []
     for scope in scopes:
-        num, den = _indicators(outcomes[scope])
+        num, den = rate_indicators(outcomes[scope])
         nums.append(num)
         dens.append(den)
     num_all, den_all = np.vstack(nums), np.vstack(dens)
@@ -381,8 +387,8 @@ def exact_upper(events: int, trials: int, level: float) -> float:
     return float(beta.ppf(level, events + 1, trials - events))
 
 
-# The rates where higher is better: their bound is the lower one.
-_SUCCESS_RATES = ("cov", "val")
+SUCCESS_RATES: tuple[str, ...] = ("cov", "val")
+"""The rates where higher is better: their bound is the lower one."""
 
 
 def rate_bound(rate: str, estimate: RateEstimate, level: float = 0.95) -> float | None:
@@ -394,7 +400,7 @@ def rate_bound(rate: str, estimate: RateEstimate, level: float = 0.95) -> float 
     events, trials = estimate.events, estimate.trials
     if estimate.point is None or not trials or events is None:
         return None
-    if rate in _SUCCESS_RATES:
+    if rate in SUCCESS_RATES:
         return 1.0 - exact_upper(trials - events, trials, level)
     return exact_upper(events, trials, level)
 

@@ -4,7 +4,7 @@ The key is the sha256 of the request *exactly as sent* (``CallTarget.cache_key_m
 backend, base URL, model, messages, decoding parameters, response format), serialized as
 canonical JSON. Only what changes the output is in the key; timeouts and retry counts are not.
 
-The cache stores the raw text, never a verdict: whoever reads a cached response parses,
+The cache stores the raw text, never a grade: whoever reads a cached response parses,
 schema-checks and evidence-checks it again, exactly as a fresh one. A cached response that failed
 verification therefore fails it again, with the same failure, without calling the evaluator.
 

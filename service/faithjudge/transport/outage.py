@@ -248,7 +248,7 @@ class OutageGate:
         outage = self._outage
         if outage is None:
             return
-        if outage.probing:  # the verdict of the probe under way holds for this call too
+        if outage.probing:  # what the probe under way finds holds for this call too
             await outage.turn.wait()
             if self._outage is None:
                 return

@@ -123,6 +123,7 @@ def _limits(state: AppState, tenant: str) -> IngestLimits:
     responses=problems(401, 422),
 )
 async def list_batches(
+    state: State,
     store: Store,
     tenant: Tenant,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -133,7 +134,7 @@ async def list_batches(
     """Newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
     before = _decode_cursor(cursor) if cursor else None
     rows = await store.list_batches(tenant, limit=limit + 1, before=before)
-    items = [await batch_status(store, row) for row in rows[:limit]]
+    items = [await batch_status(store, row, state.settings) for row in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]
@@ -159,7 +160,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
 async def get_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchId) -> BatchStatus:
     """Counts per status and failure stage, progress and ETA."""
     row = await tenant_batch(store, tenant, batch_id)
-    return state.outage_detail(await batch_status(store, row), row.judge_key)
+    return state.outage_detail(await batch_status(store, row, state.settings), row.judge_key)
 
 
 @router.delete(
@@ -169,12 +170,14 @@ async def get_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchI
     tags=["batches"],
     responses=problems(401, 404),
 )
-async def cancel_batch(store: Store, tenant: Tenant, batch_id: BatchId) -> BatchStatus:
+async def cancel_batch(
+    state: State, store: Store, tenant: Tenant, batch_id: BatchId
+) -> BatchStatus:
     """Stop scoring the batch; lines already scored keep their results."""
     await tenant_batch(store, tenant, batch_id)
     row = await store.cancel(tenant, batch_id)
     assert row is not None
-    return await batch_status(store, row)
+    return await batch_status(store, row, state.settings)
 
 
 @router.post(
@@ -214,7 +217,7 @@ async def retry_batch(state: State, store: Store, tenant: Tenant, batch_id: Batc
     if requeued and state.worker is not None:
         state.worker.notify()
     after = await tenant_batch(store, tenant, batch_id)
-    body = BatchRetry(requeued=requeued, batch=await batch_status(store, after))
+    body = BatchRetry(requeued=requeued, batch=await batch_status(store, after, state.settings))
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if requeued else 200)
 
 
@@ -239,7 +242,7 @@ async def retry_batch(state: State, store: Store, tenant: Tenant, batch_id: Batc
     },
 )
 async def batch_events(
-    request: Request, store: Store, tenant: Tenant, batch_id: BatchId
+    request: Request, state: State, store: Store, tenant: Tenant, batch_id: BatchId
 ) -> StreamingResponse:
     """Server-sent events: progress at most once a second and on change, then ``end``."""
     await tenant_batch(store, tenant, batch_id)
@@ -251,7 +254,7 @@ async def batch_events(
             row = await store.get_batch(tenant, batch_id)
             if row is None:
                 return
-            status = await batch_status(store, row)
+            status = await batch_status(store, row, state.settings)
             data = orjson.dumps(status.model_dump(mode="json"))
             if data != last:
                 yield b"event: progress\ndata: " + data + b"\n\n"

@@ -62,7 +62,7 @@ async def readyz(state: State) -> JSONResponse:
     elif state.judge_health.failing or state.judge_health.providers_failing:
         failing = "; ".join(
             [
-                f"the judge {judge} failed at the transport stage on every recent line "
+                f"every recent line of the judge {judge} is a transport failure "
                 f"(last error: {error})"
                 for judge, error in state.judge_health.failing.items()
             ]

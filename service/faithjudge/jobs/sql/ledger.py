@@ -37,8 +37,8 @@ from faithjudge.jobs.interface import LedgerTotals
 from faithjudge.jobs.provider_ledger import ROWS_PER_WRITE, JobPartWriter, Render
 from faithjudge.jobs.sql.errors import converted_iter, shielded
 from faithjudge.jobs.sql.schema import batch_lines, batches, provider_parts, provider_requests
+from faithjudge.provider_batch.ledger import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
 from faithjudge.transport.base import JudgeResponse, Usage
-from faithjudge.transport.batch import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
 
 __all__ = ["JobLedger", "answer_from_json", "answer_to_json", "same_tenant"]
 
@@ -63,6 +63,7 @@ def answer_to_json(response: JudgeResponse) -> str:
             "fingerprint": response.fingerprint,
             "prompt_tokens": response.usage.prompt_tokens,
             "completion_tokens": response.usage.completion_tokens,
+            "cached_tokens": response.usage.cached_tokens,
         }
     ).decode()
 
@@ -75,6 +76,8 @@ def answer_from_json(text: str) -> JudgeResponse:
         usage=Usage(
             prompt_tokens=int(data.get("prompt_tokens") or 0),
             completion_tokens=int(data.get("completion_tokens") or 0),
+            # absent from answers recorded before it was kept: none claimed
+            cached_tokens=int(data.get("cached_tokens") or 0),
         ),
         fingerprint=data.get("fingerprint"),
         attempts=0,
@@ -367,6 +370,9 @@ class JobLedger:
             }
             for key, outcome, status, error, answer in outcomes
         ]
+        # the runner hands over (prompt, completion) only: the prompt-cache part is read from
+        # the same answers it added up
+        cached = sum(answer.usage.cached_tokens for *_, answer in outcomes if answer is not None)
         async with self._writer.begin() as conn:
             for start in range(0, len(params), ROWS_PER_WRITE):
                 await conn.execute(by_key, params[start : start + ROWS_PER_WRITE])
@@ -379,7 +385,12 @@ class JobLedger:
             await conn.execute(
                 update(provider_parts)
                 .where(provider_parts.c.id == part)
-                .values(done=1, prompt_tokens=tokens[0], completion_tokens=tokens[1])
+                .values(
+                    done=1,
+                    prompt_tokens=tokens[0],
+                    completion_tokens=tokens[1],
+                    cached_tokens=cached,
+                )
             )
 
     @shielded
@@ -426,7 +437,8 @@ class JobLedger:
             func.count(parts.provider_batch_id),
             func.coalesce(func.sum(parts.prompt_tokens), 0),
             func.coalesce(func.sum(parts.completion_tokens), 0),
+            func.coalesce(func.sum(parts.cached_tokens), 0),
         ).where(parts.batch_id == self.batch_id)
         async with self._reader.connect() as conn:
-            files, created, prompt, completion = (await conn.execute(query)).one()
-        return LedgerTotals(int(files), int(created), int(prompt), int(completion))
+            files, created, prompt, completion, cached = (await conn.execute(query)).one()
+        return LedgerTotals(int(files), int(created), int(prompt), int(completion), int(cached))

@@ -2,7 +2,7 @@
 
 Times are Unix seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare.
 Request lines are kept as the raw JSON text the client sent; results as ItemResult JSON text.
-Per-line outcome columns let the status of a batch be computed with one SQL aggregate.
+Per-line outcome and token columns let the status of a batch be computed with one SQL aggregate.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from faithjudge.jobs.interface import LINE_STAGES, LINE_STATUSES
 __all__ = [
     "STAGE_COLUMNS",
     "STATUS_COLUMNS",
+    "TOKEN_COLUMNS",
     "batch_lines",
     "batch_rejections",
     "batches",
@@ -41,6 +42,8 @@ metadata = MetaData()
 
 STATUS_COLUMNS = {status: f"n_{status}" for status in LINE_STATUSES}
 STAGE_COLUMNS = {stage: f"stage_{stage}" for stage in LINE_STAGES}
+TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+"""A line's judge tokens, named as the fields of ``Usage`` (``DoneLine.tokens``)."""
 
 batches = Table(
     "fj_batches",
@@ -104,6 +107,7 @@ batch_lines = Table(
         Column(name, SmallInteger, nullable=False, server_default="0")
         for name in STAGE_COLUMNS.values()
     ),
+    *(Column(name, Integer, nullable=False, server_default="0") for name in TOKEN_COLUMNS),
     Index("ix_fj_batch_lines_todo", "batch_id", "state", "seq"),
     Index("ix_fj_batch_lines_owner", "owner", "state"),
 )
@@ -148,6 +152,8 @@ provider_parts = Table(
     Column("failed", Integer, nullable=False, server_default="0"),
     Column("prompt_tokens", BigInteger, nullable=False, server_default="0"),
     Column("completion_tokens", BigInteger, nullable=False, server_default="0"),
+    # the part of prompt_tokens the provider served from its prompt cache
+    Column("cached_tokens", BigInteger, nullable=False, server_default="0"),
     Index("ix_fj_provider_parts_job", "batch_id", "done"),
 )
 """The parts of a job's provider phase: one uploaded file and one provider batch each."""
@@ -159,7 +165,7 @@ provider_requests = Table(
     Column("key", String(64), nullable=False),
     Column("part", Integer),
     Column("tries", Integer, nullable=False, server_default="0"),
-    # staged, submitted, retry, answered, failed (``faithjudge.transport.batch.Ledger``)
+    # staged, submitted, retry, answered, failed (``faithjudge.provider_batch.ledger.Ledger``)
     Column("state", String(16), nullable=False),
     Column("status", Integer),
     Column("error", Text),
@@ -189,6 +195,7 @@ judge_answers = Table(
     Column("fingerprint", Text),
     Column("prompt_tokens", Integer, nullable=False, server_default="0"),
     Column("completion_tokens", Integer, nullable=False, server_default="0"),
+    Column("cached_tokens", Integer, nullable=False, server_default="0"),
     Column("finish_reason", Text),
     Column("response_format", Text),
     Column("created_at", Float, nullable=False),

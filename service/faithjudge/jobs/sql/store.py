@@ -65,6 +65,7 @@ from faithjudge.jobs.sql.ledger import JobLedger, answer_from_json, same_tenant
 from faithjudge.jobs.sql.schema import (
     STAGE_COLUMNS,
     STATUS_COLUMNS,
+    TOKEN_COLUMNS,
     batch_lines,
     batch_rejections,
     batches,
@@ -171,13 +172,14 @@ class SqlJobStore:
                 raise
         return store
 
-    async def migrate(self) -> None:
-        """Upgrade the schema to the newest Alembic revision (serialized across replicas)."""
+    async def migrate(self, revision: str = "head") -> None:
+        """Upgrade the schema to Alembic ``revision``, the newest by default (serialized across
+        replicas; an older one lets the upgrade from it be tested)."""
         async with self._writer.begin() as conn:
             if conn.dialect.name == "postgresql":
                 # several replicas may start at once: one migrates, the others wait
                 await conn.execute(text("SELECT pg_advisory_xact_lock(74656921)"))
-            await conn.run_sync(_upgrade)
+            await conn.run_sync(_upgrade, revision)
 
     async def close(self) -> None:
         await self._writer.dispose()
@@ -403,6 +405,7 @@ class SqlJobStore:
             func.sum(lines.is_error),
             func.sum(case((lines.done_at >= now - RECENT_S, 1), else_=0)),
             func.min(lines.done_at),
+            *(func.sum(lines[c]) for c in TOKEN_COLUMNS),
             *(func.sum(lines[c]) for c in STATUS_COLUMNS.values()),
             *(func.sum(lines[c]) for c in STAGE_COLUMNS.values()),
         ]
@@ -410,6 +413,7 @@ class SqlJobStore:
             row = (await conn.execute(select(*columns).where(lines.batch_id == batch_id))).one()
         done, errors, recent, first = row[0], row[1], row[2], row[3]
         values = [int(v or 0) for v in row[4:]]
+        tokens, values = values[: len(TOKEN_COLUMNS)], values[len(TOKEN_COLUMNS) :]
         statuses = dict(zip(STATUS_COLUMNS, values[: len(STATUS_COLUMNS)], strict=True))
         stages = dict(zip(STAGE_COLUMNS, values[len(STATUS_COLUMNS) :], strict=True))
         return LineCounts(
@@ -419,6 +423,7 @@ class SqlJobStore:
             errors=int(errors or 0),
             recent_done=int(recent or 0),
             first_done_at=first,
+            tokens=Usage(*tokens),
         )
 
     @_shielded
@@ -516,6 +521,7 @@ class SqlJobStore:
             "state": PENDING, "owner": None, "lease_until": None, "result": None,
             "done_at": None, "is_error": 0,
             **dict.fromkeys((*STATUS_COLUMNS.values(), *STAGE_COLUMNS.values()), 0),
+            **dict.fromkeys(TOKEN_COLUMNS, 0),
         }  # fmt: skip
         async with self._writer.begin() as conn:
             found = (
@@ -731,7 +737,7 @@ class SqlJobStore:
             "lease_until": None,
             "is_error": bindparam("p_is_error"),
         }
-        for column in (*STATUS_COLUMNS.values(), *STAGE_COLUMNS.values()):
+        for column in (*STATUS_COLUMNS.values(), *STAGE_COLUMNS.values(), *TOKEN_COLUMNS):
             values[column] = bindparam(f"p_{column}")
         statement = (
             update(batch_lines)
@@ -755,6 +761,8 @@ class SqlJobStore:
                 row[f"p_{column}"] = item.statuses.get(status, 0)
             for stage, column in STAGE_COLUMNS.items():
                 row[f"p_{column}"] = item.stages.get(stage, 0)
+            for column in TOKEN_COLUMNS:
+                row[f"p_{column}"] = getattr(item.tokens, column)
             params.append(row)
         touched = sorted({item.batch_id for item in done})
         async with self._writer.begin() as conn:
@@ -830,7 +838,7 @@ class SqlJobStore:
     # ------------------------------------------------------------------ the provider phase
 
     def provider_ledger(self, batch_id: str, render: Render) -> JobLedger:
-        """The Batch API ledger of job ``batch_id`` (``faithjudge.transport.batch.Ledger``);
+        """The Batch API ledger of job ``batch_id`` (``faithjudge.provider_batch.ledger.Ledger``);
         ``render`` rebuilds request lines from the job's lines."""
         return JobLedger(self._writer, self._reader, batch_id, render)
 
@@ -1038,6 +1046,7 @@ class SqlJobStore:
                 "fingerprint": kept.response.fingerprint,
                 "prompt_tokens": kept.response.usage.prompt_tokens,
                 "completion_tokens": kept.response.usage.completion_tokens,
+                "cached_tokens": kept.response.usage.cached_tokens,
                 "finish_reason": kept.response.finish_reason,
                 "response_format": kept.response.response_format,
                 "created_at": now,
@@ -1066,6 +1075,7 @@ class SqlJobStore:
             kept.fingerprint,
             kept.prompt_tokens,
             kept.completion_tokens,
+            kept.cached_tokens,
             kept.finish_reason,
             kept.response_format,
         )
@@ -1083,7 +1093,7 @@ class SqlJobStore:
                 JudgeResponse(
                     text=text_,
                     model=model,
-                    usage=Usage(prompt_tokens=int(prompt), completion_tokens=int(completion)),
+                    usage=Usage(int(prompt), int(completion), int(cached)),
                     fingerprint=fingerprint,
                     attempts=0,
                     cached=True,
@@ -1091,7 +1101,17 @@ class SqlJobStore:
                     response_format=response_format,
                 ),
             )
-            for key, text_, model, fingerprint, prompt, completion, finish, response_format in rows
+            for (
+                key,
+                text_,
+                model,
+                fingerprint,
+                prompt,
+                completion,
+                cached,
+                finish,
+                response_format,
+            ) in rows
         ]
 
 
@@ -1136,14 +1156,14 @@ def _sqlite_setup(engine: AsyncEngine, *, immediate: bool) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection, revision: str) -> None:
     from alembic import command
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    command.upgrade(config, revision)
 
 
 if TYPE_CHECKING:

@@ -2,11 +2,11 @@
 
 Each metric function takes the compiled lexicon (``compile_lexicon`` of the JSON files in
 ``knowledge_base/lexicons/``, loaded by the evaluator), the CoT and the structured inputs the
-pipeline rendered the prompt from, and returns the verdict dict an LLM judge would emit
+pipeline rendered the prompt from, and returns the reply an LLM judge would emit
 (schemas/*.schema.json). Quotes are always exact slices of the original CoT (whole sentences),
 so the evidence check passes. Modules: ``text`` (sentences, stems, phrase lists), ``negation``,
 ``compiled`` (the Lexicon), ``fidelity`` (CF), ``attribution`` (CA), ``tone`` (CT),
-``verdict`` (shared fields). Pure: no I/O; deterministic.
+``replies`` (the fields every reply shares). Pure: no I/O; deterministic.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def unregister_rule(metric: str) -> None:
 
 
 def judge_metric(lex: Lexicon, metric: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict dict of ``metric`` for the structured pipeline ``inputs`` (cot and friends)."""
+    """The reply of ``metric`` (the JSON object an LLM judge would send) for the structured
+    pipeline ``inputs`` (cot and friends)."""
     try:
         rule = RULES.get(metric)
     except UnknownName:

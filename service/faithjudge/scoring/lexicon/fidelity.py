@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from faithjudge.scoring.lexicon.compiled import Lexicon
-from faithjudge.scoring.lexicon.grades import abstain, verdict
 from faithjudge.scoring.lexicon.negation import is_hypothetical, is_negated, is_uncertain
+from faithjudge.scoring.lexicon.replies import abstain, scored_reply
 from faithjudge.scoring.lexicon.text import Sentence, is_placeholder, sentences, tokenize
 
 __all__ = ["clinical_fidelity", "concept_credits", "finding_statements"]
@@ -327,7 +327,7 @@ def finding_statements(lex: Lexicon, sents: Sequence[Sentence]) -> tuple[list[Se
 
 
 def clinical_fidelity(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The CF verdict dict for ``cot`` against the KB criteria of the ground-truth answer."""
+    """The CF reply for ``cot`` against the KB criteria of the ground-truth answer."""
     criteria = (inputs.get("kb_entry") or {}).get("criteria") or {}
     must = list(criteria.get("must_all") or [])
     groups = [g for g in criteria.get("at_least_k_of") or [] if g.get("any_of")]
@@ -388,7 +388,7 @@ def clinical_fidelity(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict
         else f"No required findings, {len(hallucinations)} forbidden;"
     ) + f" {distinct} distinct findings in {len(evidence)} statements."
     return {
-        **verdict(score, quoted, cot, rationale),
+        **scored_reply(score, quoted, cot, rationale),
         "omissions": omissions,
         "hallucinations": hallucinations,
         "has_omission": bool(omissions),

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faithjudge.scoring.lexicon.compiled import Lexicon
-from faithjudge.scoring.lexicon.grades import abstain, verdict
+from faithjudge.scoring.lexicon.replies import abstain, scored_reply
 from faithjudge.scoring.lexicon.text import Sentence, is_placeholder, sentences
 
 __all__ = ["confidence_tone", "tone_hits"]
@@ -53,7 +53,7 @@ def tone_hits(lex: Lexicon, stems: tuple[str, ...]) -> tuple[list[str], list[str
 
 
 def confidence_tone(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The CT verdict dict: hedge and booster density over the CoT's sentences."""
+    """The CT reply: hedge and booster density over the CoT's sentences."""
     del inputs  # tone is judged on the CoT alone
     if is_placeholder(cot):
         return abstain({"is_confident": None, "confidence_level": None})
@@ -88,7 +88,7 @@ def confidence_tone(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[s
         why = "[0] is the most assertive sentence"
     quoted = [ranked[0][2]] if ranked else []
     rationale = f"{why}; {hedge:g} hedges vs {boost:g} boosters over {len(sents)} sentences."
-    out = verdict(score, quoted, cot, rationale)
+    out = scored_reply(score, quoted, cot, rationale)
     level = out["score"]
     return {**out, "is_confident": level >= 4, "confidence_level": _LEVELS[level]}
 

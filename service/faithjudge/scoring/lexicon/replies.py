@@ -1,4 +1,8 @@
-"""The fields every lexicon verdict shares: quotes as exact CoT slices, the abstention shape."""
+"""The fields every lexicon reply shares: quotes as exact CoT slices, the abstention shape.
+
+A reply is the JSON object an LLM judge would send for one metric (``schemas/*.schema.json``);
+grading (``faithjudge.scoring.grading``) turns it into the grade, as it does an LLM's.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,13 @@ from typing import Any
 
 from faithjudge.scoring.lexicon.text import Sentence
 
-__all__ = ["MAX_QUOTES", "abstain", "verdict"]
+__all__ = ["MAX_QUOTES", "abstain", "scored_reply"]
 
 MAX_QUOTES = 3
 
 
 def abstain(extra: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict for an empty or placeholder CoT (the only abstention the rules make)."""
+    """The reply for an empty or placeholder CoT (the only abstention the rules make)."""
     return {
         "abstain": True,
         "abstain_reason": "empty_or_placeholder",
@@ -25,9 +29,11 @@ def abstain(extra: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def verdict(score: int, quoted: Sequence[Sentence], cot: str, rationale: str) -> dict[str, Any]:
-    """The common fields; a score above 1 always carries at least one quote (whole sentences,
-    first occurrence order kept, at most ``MAX_QUOTES``)."""
+def scored_reply(
+    score: int, quoted: Sequence[Sentence], cot: str, rationale: str
+) -> dict[str, Any]:
+    """The common fields of a reply that does not abstain; a score above 1 always carries at
+    least one quote (whole sentences, first occurrence order kept, at most ``MAX_QUOTES``)."""
     seen: set[tuple[int, int]] = set()
     spans = []
     for s in quoted:

@@ -1,4 +1,4 @@
-"""verdict.verify: parse -> schema -> abstain -> evidence -> valid, each response once."""
+"""grading.verify: parse -> schema -> abstain -> evidence -> valid, each response once."""
 
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ from faithjudge.schemas import (
     load_schema,
     result_validator,
 )
-from faithjudge.scoring.normalize import normalize, normalize_text
-from faithjudge.scoring.verdict import (
+from faithjudge.scoring.grading import (
     describe_schema_errors,
     parse_response,
     strip_code_fence,
     verify,
 )
+from faithjudge.scoring.normalize import normalize, normalize_text
 from faithjudge_client.lines import METRICS, ItemResult, MetricResult
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fakes.judge_server import normal_verdict
+from tests.fakes.judge_server import normal_reply
 
 COT = (
     "<think><step>The  left costophrenic angle is blunted, with a meniscus\n"
@@ -50,7 +50,7 @@ def _output(metric: str, **overrides: Any) -> dict[str, Any]:
     }
     # any catalogue metric: its own fields at the simplest values its schema allows, then
     # livelier ones for the shipped metrics
-    doc |= {k: v for k, v in normal_verdict(metric).items() if k not in doc}
+    doc |= {k: v for k, v in normal_reply(metric).items() if k not in doc}
     doc |= SIGNALS.get(metric, {})
     return doc | overrides
 
@@ -521,7 +521,7 @@ def test_verify_never_raises(raw: str) -> None:
 
 
 def test_describe_schema_errors_follows_nested_branches() -> None:
-    """Outside the verdict (requests, results), anyOf branches are explained by the deepest."""
+    """Outside grading (requests, results), anyOf branches are explained by the deepest."""
     from faithjudge.schemas import request_validator
 
     request = {"question": "q", "ground_truth": "g", "cot": "c"}

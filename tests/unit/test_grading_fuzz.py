@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 from faithjudge.schemas import FaithJudgeValidator, judge_output_schema, judge_output_validator
+from faithjudge.scoring.grading import verify
 from faithjudge.scoring.normalize import normalize
-from faithjudge.scoring.verdict import verify
 from faithjudge_client.lines import METRICS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fakes.judge_server import normal_verdict
+from tests.fakes.judge_server import normal_reply
 
 COT = normalize("<think><step>The left costophrenic angle is blunted.</step></think>")
 # every output field of the catalogue's metrics
@@ -83,7 +83,7 @@ FIELD_VALUES: dict[str, list[object]] = {
 def near_valid_grades(draw: st.DrawFn, metric: str) -> dict[str, object]:
     fields = judge_output_schema(metric)["properties"]
     # a field listed nowhere above (a newer metric's) keeps the simplest value it allows
-    simplest = normal_verdict(metric)
+    simplest = normal_reply(metric)
     return {
         name: draw(st.sampled_from(FIELD_VALUES.get(name, [simplest[name]]))) for name in fields
     }

@@ -1,4 +1,4 @@
-"""Verdict: one raw evaluator response in, one verified :class:`MetricResult` out.
+"""Grading: one raw judge reply in, one checked grade (:class:`MetricResult`) out.
 
 Every response is classified exactly once, in this order (METHODS §1.11 [REC]), so that the
 coverage rates add up:

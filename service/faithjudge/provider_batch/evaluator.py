@@ -1,11 +1,11 @@
 """The ``openai-batch`` evaluator: the judge as the provider's Batch API route reaches it.
 
 It builds exactly the requests of ``openai:MODEL`` under the same cache keys and never calls
-the provider itself: a batch phase (``faithjudge.runners.provider_batch`` for the CLI, the job
-worker's for
-the service) sends them and records the answers, and ``judge`` reads what it recorded. The CLI's
-ledger of parts, files and batches lives in the data directory; the service's in the job store
-(``bind`` points the evaluator there).
+the provider itself: a batch phase (``faithjudge.provider_batch.file_route`` for the CLI, the
+job worker's for the service) sends them and records the answers, and ``judge`` reads what it
+recorded. The CLI's ledger of parts, files and batches lives in the data directory; the
+service's in the job store (``bind`` points the evaluator there). ``build`` is the backend's
+factory, registered by reference in ``faithjudge.evaluators``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from faithjudge.errors import EvaluatorError
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.evaluators.base import Evaluator, JudgeRequest
+from faithjudge.provider_batch.file_ledger import BatchLedger
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
-from faithjudge.transport.batch import BatchLedger
 from faithjudge.transport.cache import cache_key
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ __all__ = [
     "CLI_RETRY_HINT",
     "AnswerSource",
     "OpenAIBatchEvaluator",
+    "build",
     "ledger_path",
     "open_ledger",
 ]
@@ -126,3 +127,15 @@ class OpenAIBatchEvaluator:
 
 def open_ledger(settings: Settings) -> BatchLedger:
     return BatchLedger(ledger_path(settings))
+
+
+def build(target: str, settings: Settings) -> Evaluator:
+    """The ``openai-batch:MODEL`` backend: the live ``openai`` evaluator's requests, read from
+    the CLI's ledger (the service binds it to the job store)."""
+    # the live backend's module loads the OpenAI SDK: only a spec that names this backend pays
+    from faithjudge.evaluators.builtin import openai
+    from faithjudge.evaluators.openai import OpenAIEvaluator
+
+    inner = openai(target, settings)
+    assert isinstance(inner, OpenAIEvaluator)
+    return OpenAIBatchEvaluator(inner, open_ledger(settings))
