@@ -53,9 +53,9 @@ MAX_BYTES = 200 * 1024 * 1024
 
 def child_main(args: argparse.Namespace) -> None:
     import anyio
+    from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.provider_batch.file_route import run_batches
     from faithjudge.runners.file_runner import score_file
-    from faithjudge.runtime import open_scorer
     from faithjudge.settings import Settings
 
     settings = Settings(

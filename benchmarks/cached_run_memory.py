@@ -89,8 +89,8 @@ def child_main(args: argparse.Namespace) -> None:
     import tracemalloc
 
     import anyio
+    from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.runners.file_runner import score_file
-    from faithjudge.runtime import open_scorer
     from faithjudge.settings import Settings
 
     from benchmarks import _evaluator

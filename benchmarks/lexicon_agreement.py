@@ -35,8 +35,8 @@ from faithjudge.agreement import (
 )
 from faithjudge.agreement.halves import HalfAxis, SplitHalfReport, split_half_agreement
 from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 
 from benchmarks._common import REPO_ROOT, machine_facts, write_result

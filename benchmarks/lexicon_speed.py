@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 
 import anyio
 import orjson
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.scoring.lexicon import clear_memos
 from faithjudge.settings import Settings
 

@@ -40,8 +40,8 @@ import orjson
 import psutil
 from faithjudge.evaluators.builtin import OpenAIOptions
 from faithjudge.event_loop import run_async
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 
 from benchmarks import _evaluator
@@ -239,8 +239,8 @@ def run_once(
 
 def bare_bodies(count: int, seed: int) -> list[bytes]:
     """Chat request bodies like the pipeline's (CT and CA prompts of the v1 set, strict schema)."""
-    from faithjudge.prompts import load_prompt_set
-    from faithjudge.schemas import judge_response_format
+    from faithjudge.assets.prompts import load_prompt_set
+    from faithjudge.assets.schemas import judge_response_format
 
     prompts = load_prompt_set("v1")
     rng = random.Random(seed)

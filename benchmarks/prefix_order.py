@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 from faithjudge.event_loop import run_async
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge.transport import resilience
 from faithjudge.transport.judge_servers import forget_servers

@@ -46,8 +46,8 @@ NAME = "prompt_cache"
 async def _score(
     base_url: str, source: Path, out: Path, data: Path, concurrency: int, prompt_set: str
 ) -> None:
+    from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.runners.file_runner import score_file
-    from faithjudge.runtime import open_scorer
     from faithjudge.settings import Settings
 
     settings = Settings(

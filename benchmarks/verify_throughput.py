@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from faithjudge.schemas import FaithJudgeValidator, judge_output_validator, load_schema
+from faithjudge.assets.schemas import FaithJudgeValidator, judge_output_validator, load_schema
 from faithjudge.scoring.evidence import locate_quote
 from faithjudge.scoring.grading import parse_response, verify
 from faithjudge.scoring.judge_output import output_model

@@ -90,7 +90,7 @@ from typing import Any, Literal
 
 import orjson
 import uvicorn
-from faithjudge.schemas import judge_output_schema, judge_output_validator, schema_path
+from faithjudge.assets.schemas import judge_output_schema, judge_output_validator, schema_path
 from faithjudge_client.metric_catalogue import metric_names
 
 __all__ = [

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from faithjudge.request_lines import parse_line
+from faithjudge.pipeline.request_lines import parse_line
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 
@@ -258,7 +258,7 @@ async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
 ) -> None:
     from faithjudge.jobs.interface import JobStore
     from faithjudge.jobs.worker import done_line
-    from faithjudge.request_lines import input_error_result
+    from faithjudge.pipeline.request_lines import input_error_result
 
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (app, client):

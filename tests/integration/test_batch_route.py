@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 from faithjudge.cli.main import app
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.provider_batch.file_ledger import BatchLedger, PartWriter
 from faithjudge.provider_batch.wire import outcome_of_line, request_line
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 

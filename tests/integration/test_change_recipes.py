@@ -135,10 +135,10 @@ assert ScoreRequest(**line, metrics=["hedging"]).metrics == ["hedging"]
 published = ScoreRequest.model_json_schema()["properties"]["metrics"]
 assert "hedging" in str(published), published
 
-from faithjudge.schemas import request_validator, result_validator
+from faithjudge.assets.schemas import request_validator, result_validator
 request_validator().validate({**line, "metrics": ["hedging"]})
 
-from faithjudge.palette import OTHER_COLOUR, scope_colour, scope_tint
+from faithjudge.reports.palette import OTHER_COLOUR, scope_colour, scope_tint
 assert scope_colour("HG") != OTHER_COLOUR and scope_tint("HG") != "#ffffff"
 assert scope_colour("HG") not in {scope_colour(s) for s in ("CF", "CA", "CT", "CC")}
 
@@ -150,10 +150,10 @@ from faithjudge.agreement.consensus import validated_scopes
 assert half_axes() == validated_scopes() and "HG" not in half_axes()  # it has no rating key
 
 from tests.fakes.judge_server import normal_reply
-from faithjudge.schemas import judge_output_validator
+from faithjudge.assets.schemas import judge_output_validator
 judge_output_validator("hedging").validate(normal_reply("hedging"))
 
-from faithjudge.prompts import load_prompt_set
+from faithjudge.assets.prompts import load_prompt_set
 assert "hedging" in load_prompt_set("v1").metrics
 
 # grading's fast path mirrors the new schema as it does the shipped ones
@@ -284,7 +284,7 @@ def test_a_new_builtin_metric_needs_only_the_recipes_edits(tmp_path: Path) -> No
     validate = _run(
         root, "-c",
         "import sys, orjson\n"
-        "from faithjudge.schemas import result_validator\n"
+        "from faithjudge.assets.schemas import result_validator\n"
         "for line in open(sys.argv[1], 'rb'):\n"
         "    result_validator().validate(orjson.loads(line))\n"
         "print('valid')",
@@ -380,7 +380,7 @@ def test_a_metric_left_out_of_the_published_schemas_is_caught(tmp_path: Path) ->
     assert check.returncode == 1
     refused = _run(
         root, "-c",
-        "from faithjudge.schemas import request_validator\n"
+        "from faithjudge.assets.schemas import request_validator\n"
         "line = {'item_id': 'a', 'question': 'q', 'ground_truth': 'y', 'cot': 'c',"
         " 'metrics': ['hedging']}\n"
         "print(request_validator().is_valid(line))",

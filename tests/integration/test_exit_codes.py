@@ -14,7 +14,7 @@ import orjson
 import pytest
 from faithjudge.cli.common import ExitCode
 from faithjudge.cli.main import app
-from faithjudge.runtime import FAIL_FAST_AFTER
+from faithjudge.pipeline.runtime import FAIL_FAST_AFTER
 from typer.testing import CliRunner
 
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge

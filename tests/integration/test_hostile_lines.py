@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from faithjudge.cli.main import app
-from faithjudge.request_lines import Unreadable, read_request
+from faithjudge.pipeline.request_lines import Unreadable, read_request
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner

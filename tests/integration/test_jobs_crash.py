@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import httpx
 import orjson
+from faithjudge.assets.prompts import load_prompt_set
 from faithjudge.jobs.interface import DONE, open_job_store
-from faithjudge.prompts import load_prompt_set
 from faithjudge.settings import Settings
 
 from tests import fixtures_service

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from faithjudge.jobs.interface import DONE, JobStore, open_job_store
 from faithjudge.jobs.worker import done_line
-from faithjudge.request_lines import input_error_result
+from faithjudge.pipeline.request_lines import input_error_result
 from faithjudge.settings import Settings
 
 from tests import fixtures_service

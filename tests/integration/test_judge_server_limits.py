@@ -12,12 +12,12 @@ from typing import Any
 
 import orjson
 import pytest
+from faithjudge.assets.schemas import judge_output_schema
 from faithjudge.cli.main import app
 from faithjudge.errors import EvaluatorError
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai import OpenAIEvaluator
 from faithjudge.exit_codes import ExitCode
-from faithjudge.schemas import judge_output_schema
 from faithjudge.transport.chat import Message
 from faithjudge.transport.judge_servers import server_memo
 from faithjudge.transport.providers import make_openai_client

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faithjudge.assets.kb_check import KB_RULES, PLACEHOLDER, check_knowledge_base
 from faithjudge.cli.main import app
-from faithjudge.kb_check import KB_RULES, PLACEHOLDER, check_knowledge_base
 from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner, Result
 

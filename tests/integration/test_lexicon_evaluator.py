@@ -18,8 +18,8 @@ import pytest
 from faithjudge.evaluators import make_evaluator
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.lexicon import LexiconEvaluator
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ScoreRequest
 from hypothesis import HealthCheck, given, settings

@@ -18,11 +18,11 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
+from faithjudge.assets.schemas import judge_output_schema
 from faithjudge.cli.main import app
 from faithjudge.errors import EvaluatorError
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.evaluators.openai import OpenAIEvaluator
-from faithjudge.schemas import judge_output_schema
 from faithjudge.transport.chat import Message
 from faithjudge.transport.judge_servers import forget_servers, server_memo
 from faithjudge.transport.providers import make_openai_client

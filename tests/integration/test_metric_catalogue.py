@@ -19,14 +19,14 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from faithjudge import schemas
+from faithjudge.assets import schemas
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.reports import gate as gating
 from faithjudge.reports.io import iter_results
 from faithjudge.reports.render_md import report_markdown
 from faithjudge.reports.report import build_report, report_json
 from faithjudge.reports.table import item_table
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.scoring.grading import verify
 from faithjudge.scoring.lexicon import Lexicon, register_rule, unregister_rule
 from faithjudge.scoring.normalize import normalize

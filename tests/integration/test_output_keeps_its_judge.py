@@ -18,9 +18,9 @@ import orjson
 import pytest
 from faithjudge.cli.main import app
 from faithjudge.output_lock import lock_path
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.reports.judges import summarise_judges
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner

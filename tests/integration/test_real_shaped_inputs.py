@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 import pytest
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.scoring.answers import parse_question
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult, ScoreRequest

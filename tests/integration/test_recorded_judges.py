@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import pytest
-from faithjudge.schemas import judge_output_validator
+from faithjudge.assets.schemas import judge_output_validator
 from faithjudge.scoring.grading import verify
 from faithjudge.scoring.normalize import normalize
 from faithjudge_client.lines import MetricResult

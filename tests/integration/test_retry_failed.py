@@ -12,8 +12,8 @@ import anyio
 import orjson
 import pytest
 from faithjudge.cli.main import app
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client import FaithJudgeClient
 from faithjudge_client.bodies import BatchRetry

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from faithjudge.cli.main import app
 from faithjudge.jsonl import describe_json_error, field_problems
-from faithjudge.request_lines import parse_line
+from faithjudge.pipeline.request_lines import parse_line
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult, ScoreRequest
 from pydantic import ValidationError

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 from faithjudge.cli.main import app
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ItemResult
 from typer.testing import CliRunner

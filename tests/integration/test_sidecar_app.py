@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faithjudge.schemas import request_validator
+from faithjudge.assets.schemas import request_validator
 from faithjudge.sidecar.app import create_app
 from faithjudge.sidecar.backends.openai_chat import OpenAIVLMBackend
 from faithjudge.sidecar.generate import GenerationOptions, Generator, parse_modifications

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from faithjudge.assets.schemas import request_validator
 from faithjudge.errors import UserInputError
-from faithjudge.schemas import request_validator
 from faithjudge.sidecar.backends.base import Turn
 from faithjudge.sidecar.backends.openai_chat import OpenAIVLMBackend
 from faithjudge.sidecar.generate import (

@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the transformers backend needs the sidecar extra")
 pytest.importorskip("transformers", reason="the transformers backend needs the sidecar extra")
 
+from faithjudge.assets.schemas import request_validator  # noqa: E402
 from faithjudge.errors import ConfigError  # noqa: E402
-from faithjudge.schemas import request_validator  # noqa: E402
 from faithjudge.sidecar.backends import BackendConfig, make_backend  # noqa: E402
 from faithjudge.sidecar.backends.base import Turn  # noqa: E402
 from faithjudge.sidecar.backends.hf import TransformersBackend  # noqa: E402

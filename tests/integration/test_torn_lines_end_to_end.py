@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from faithjudge.cli.main import app
 from faithjudge.exit_codes import ExitCode
-from faithjudge.markup import md_escape
+from faithjudge.reports.markup import md_escape
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,8 +27,8 @@ from faithjudge.agreement import (
     validate_judge,
 )
 from faithjudge.cli.main import app
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from typer.testing import CliRunner
 

@@ -361,8 +361,8 @@ def test_a_json_reply_whose_one_field_is_the_answer_is_read() -> None:
 
 def test_a_ground_truth_spelled_otherwise_still_finds_its_kb_entry(tmp_path: Path) -> None:
     import anyio
-    from faithjudge.knowledge import load_knowledge_base
-    from faithjudge.runtime import open_scorer
+    from faithjudge.assets.knowledge import load_knowledge_base
+    from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.settings import Settings
     from faithjudge_client.lines import ScoreRequest
 

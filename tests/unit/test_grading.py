@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 import pytest
-from faithjudge.schemas import (
+from faithjudge.assets.schemas import (
     FaithJudgeValidator,
     judge_output_validator,
     load_schema,
@@ -522,7 +522,7 @@ def test_verify_never_raises(raw: str) -> None:
 
 def test_describe_schema_errors_follows_nested_branches() -> None:
     """Outside grading (requests, results), anyOf branches are explained by the deepest."""
-    from faithjudge.schemas import request_validator
+    from faithjudge.assets.schemas import request_validator
 
     request = {"question": "q", "ground_truth": "g", "cot": "c"}
     bad_k = {"type": "binary", "answers": {"yes": {"at_least_k_of": [{"k": 0, "any_of": []}]}}}

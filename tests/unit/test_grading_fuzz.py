@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from faithjudge.schemas import FaithJudgeValidator, judge_output_schema, judge_output_validator
+from faithjudge.assets.schemas import (
+    FaithJudgeValidator,
+    judge_output_schema,
+    judge_output_validator,
+)
 from faithjudge.scoring.grading import verify
 from faithjudge.scoring.normalize import normalize
 from faithjudge_client.lines import METRICS

@@ -440,11 +440,11 @@ def test_the_table_is_the_one_read(
     transport = rows["faithjudge.transport.resilience"]
     assert transport is not None and transport.key == "faithjudge.transport" and transport.package
     assert "faithjudge.errors" in transport.allowed
-    pipeline = rows["faithjudge.pipeline"]
-    assert pipeline is not None and pipeline.key == "faithjudge.pipeline"
-    assert pipeline.allows("faithjudge.pipeline", "faithjudge.transport.resilience")
+    pipeline = rows["faithjudge.pipeline.scorer"]
+    assert pipeline is not None and pipeline.key == "faithjudge.pipeline.scorer"
+    assert pipeline.allows("faithjudge.pipeline.scorer", "faithjudge.transport.resilience")
     assert "faithjudge.transport.resilience" in {
-        i.target for i in first_party if i.source == "faithjudge.pipeline"
+        i.target for i in first_party if i.source == "faithjudge.pipeline.scorer"
     }
     # the most specific row wins: the client's wire contracts have their own
     lines, sdk = rows["faithjudge_client.lines"], rows["faithjudge_client.client"]
@@ -535,7 +535,7 @@ def test_nothing_imports_the_benchmarks_or_the_tests(
     assert not allowing, f"rows letting the package import benchmarks/ or tests/: {allowing}"
 
 
-_SCORER = ("faithjudge.pipeline", "faithjudge.evaluators")
+_SCORER = ("faithjudge.pipeline.scorer", "faithjudge.evaluators")
 
 
 @pytest.mark.parametrize(
@@ -544,7 +544,7 @@ _SCORER = ("faithjudge.pipeline", "faithjudge.evaluators")
         ("faithjudge.reports.gate", _SCORER),
         ("faithjudge.agreement", _SCORER),
         ("faithjudge.audits", _SCORER),
-        ("faithjudge.sidecar.cli", (*_SCORER, "faithjudge.runtime", "faithjudge.runners")),
+        ("faithjudge.sidecar.cli", (*_SCORER, "faithjudge.pipeline.runtime", "faithjudge.runners")),
     ],
 )
 def test_a_module_loads_nothing_above_its_layer(module: str, forbidden: tuple[str, ...]) -> None:

@@ -198,7 +198,7 @@ def test_the_grammar_schema_closes_the_sets_llama_cpp_would_widen(metric: str) -
     """llama.cpp's grammar builder reads a list of types before an enum ("any string or null"):
     the schema it gets has the enum alone, and accepts exactly what the wire schema accepts."""
     import jsonschema
-    from faithjudge.schemas import judge_output_schema
+    from faithjudge.assets.schemas import judge_output_schema
 
     wire = judge_output_schema(metric, strict_wire=True)  # type: ignore[arg-type]
     grammar = grammar_schema(wire)

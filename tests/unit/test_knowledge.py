@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from faithjudge.assets import asset_dir
-from faithjudge.errors import ConfigError, UnknownQuestionError, UserInputError
-from faithjudge.knowledge import (
+from faithjudge.assets.knowledge import (
     entry_for_answer,
     load_knowledge_base,
     question_key,
     question_options,
 )
+from faithjudge.errors import ConfigError, UnknownQuestionError, UserInputError
 from faithjudge_client.lines import KBEntry
 
 LEFT = "Is there a pleural effusion on the left? (yes or no)"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faithjudge.knowledge import (
+from faithjudge.assets.knowledge import (
     KnowledgeBase,
     entry_for_answer,
     load_knowledge_base,

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from faithjudge.assets.knowledge import KnowledgeBase, load_knowledge_base, question_key
 from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
-from faithjudge.knowledge import KnowledgeBase, load_knowledge_base, question_key
 from faithjudge.scoring.lexicon import Lexicon, concept_credits, tokenize
 from faithjudge_client.lines import Concept, KBAnswer
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from faithjudge.api.app import create_app
-from faithjudge.knowledge import load_knowledge_base
-from faithjudge.schemas import SCHEMA_VERSION
+from faithjudge.assets.knowledge import load_knowledge_base
+from faithjudge.assets.schemas import SCHEMA_VERSION
 from faithjudge.settings import Settings
 
 

@@ -7,8 +7,12 @@ from typing import Any
 
 import orjson
 import pytest
+from faithjudge.assets.schemas import (
+    FaithJudgeValidator,
+    judge_output_schema,
+    judge_output_validator,
+)
 from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
-from faithjudge.schemas import FaithJudgeValidator, judge_output_schema, judge_output_validator
 from faithjudge.scoring.grading import verify
 from faithjudge.scoring.judge_output import output_model
 from faithjudge.scoring.lexicon import judge_metric

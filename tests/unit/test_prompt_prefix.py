@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 import pytest
+from faithjudge.assets.prompts import available_prompt_sets, load_prompt_set
 from faithjudge.evaluators.openai import OpenAIEvaluator
-from faithjudge.prompts import available_prompt_sets, load_prompt_set
+from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.judge_check import SAMPLE_REQUEST
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge_client.lines import ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names

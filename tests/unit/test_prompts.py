@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from faithjudge.assets import asset_dir
-from faithjudge.errors import ConfigError, UserInputError
-from faithjudge.prompts import (
+from faithjudge.assets.prompts import (
     FENCE_BEGIN,
     FENCE_END,
     available_prompt_sets,
@@ -19,6 +18,7 @@ from faithjudge.prompts import (
     load_prompt_set,
     render_inference_prompt,
 )
+from faithjudge.errors import ConfigError, UserInputError
 from faithjudge_client.lines import METRICS, Metric
 from faithjudge_client.metric_catalogue import metric_spec
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from faithjudge.exit_codes import ExitCode
-from faithjudge.markup import md_escape
 from faithjudge.reports import gate as g
 from faithjudge.reports.junit import junit_unevaluable, junit_xml
+from faithjudge.reports.markup import md_escape
 from faithjudge.reports.render_md import gate_markdown
 from faithjudge.reports.report import Report, build_report
 from faithjudge.reports.table import item_table

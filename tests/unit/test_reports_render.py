@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from faithjudge.markup import md_escape
 from faithjudge.reports.explorer import RequestView, RequestViews
+from faithjudge.reports.markup import md_escape
 from faithjudge.reports.render_html import highlight, report_html
 from faithjudge.reports.render_md import report_markdown
 from faithjudge.reports.report import build_report, report_json

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from faithjudge.jsonl import describe_json_error
-from faithjudge.request_lines import Unreadable, parse_line, read_request
+from faithjudge.pipeline.request_lines import Unreadable, parse_line, read_request
 from faithjudge_client.lines import ItemResult, ScoreRequest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
-from faithjudge import schemas
+from faithjudge.assets import schemas
 from faithjudge.errors import ConfigError
 from faithjudge.scoring.grading import describe_schema_errors, verify
 from faithjudge.scoring.judge_output import JudgeOutput, output_model
@@ -498,7 +498,7 @@ def test_integer_means_a_json_integer() -> None:
 
 @pytest.fixture
 def schema_dir(tmp_path, monkeypatch):
-    """Point faithjudge.schemas at a scratch copy of the schema folder, with cold caches."""
+    """Point faithjudge.assets.schemas at a scratch copy of the schema folder, with cold caches."""
     source = schemas.asset_dir("schemas")
     for path in source.glob("*.schema.json"):
         (tmp_path / path.name).write_bytes(path.read_bytes())

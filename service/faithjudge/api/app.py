@@ -35,8 +35,8 @@ from faithjudge.jobs.answer_cache import StoreAnswerCache
 from faithjudge.jobs.interface import open_job_store
 from faithjudge.jobs.judges import job_judge
 from faithjudge.jobs.worker import Worker
+from faithjudge.pipeline.runtime import open_scorers
 from faithjudge.runners.canary import canary_watch
-from faithjudge.runtime import open_scorers
 from faithjudge.settings import Settings
 
 __all__ = ["create_app"]

@@ -23,7 +23,7 @@ from faithjudge.jobs.interface import BatchRow, JobJudge, JobStore
 from faithjudge.jobs.judge_health import JudgeHealth
 from faithjudge.jobs.results import BatchRejections
 from faithjudge.jobs.worker import Worker
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.runners.canary import CanaryWatch
 from faithjudge.settings import Settings
 

@@ -14,8 +14,8 @@ from faithjudge_client.bodies import (
 )
 
 from faithjudge import __version__
-from faithjudge.pipeline import Scorer
-from faithjudge.schemas import SCHEMA_VERSION, schemas_sha256
+from faithjudge.assets.schemas import SCHEMA_VERSION, schemas_sha256
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.scoring.modifications import ALL_MODIFICATIONS
 from faithjudge.settings import Settings
 

@@ -2,7 +2,8 @@
 
 Model names and every other string from the records are untrusted: Markdown cells go through
 ``md_escape`` and HTML through ``html.escape``. The HTML draws its tables and bar charts as the
-run reports do (``faithjudge.markup``); it is self-contained (inline CSS and SVG, no scripts).
+run reports do (``faithjudge.reports.markup``); it is self-contained (inline CSS and SVG, no
+scripts).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from faithjudge.audits.load import MAX_REPORTED_ERRORS, LineProblem
-from faithjudge.markup import bar_chart_svg, fmt_pct, html_table, md_escape
+from faithjudge.reports.markup import bar_chart_svg, fmt_pct, html_table, md_escape
 
 __all__ = ["audit_html", "audit_html_section", "audit_markdown", "with_input_errors"]
 

@@ -20,7 +20,7 @@ from faithjudge.errors import FaithJudgeError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from faithjudge.pipeline import Scorer
+    from faithjudge.pipeline.scorer import Scorer
     from faithjudge.provider_batch.collect import CollectStats
     from faithjudge.provider_batch.file_route import BatchReport
     from faithjudge.settings import Settings
@@ -142,8 +142,8 @@ def leave_or_cancel(settings: Settings, input_path: Path) -> None:
     )
     if sys.stdin.isatty() and not typer.confirm("Leave the batches running?", default=True):
         from faithjudge.event_loop import run_async
+        from faithjudge.pipeline.runtime import open_scorer
         from faithjudge.provider_batch.file_route import run_batches
-        from faithjudge.runtime import open_scorer
 
         async def cancel() -> BatchReport:
             async with open_scorer(settings) as scorer:
@@ -179,8 +179,8 @@ def export(
     Nothing is sent: no API key is needed. Unreadable input lines are reported by line.
     """
     from faithjudge.event_loop import run_async
+    from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.provider_batch.request_files import export_requests
-    from faithjudge.runtime import open_scorer
 
     def bad_line(_number: int, reason: str) -> None:
         err.print(f"[yellow]skipped[/yellow] {escape(reason)}", highlight=False)

@@ -31,7 +31,7 @@ def kb_check(
     ],
 ) -> None:
     """Name every problem of each KB file: exit 0 none, 1 problems, 3 a file cannot be read."""
-    from faithjudge.kb_check import check_knowledge_base
+    from faithjudge.assets.kb_check import check_knowledge_base
 
     found = 0
     for name in files:
@@ -70,7 +70,7 @@ def kb_template(
     ] = None,
 ) -> None:
     """Write a KB file of one entry to fill in; `kb check` flags the fields still to fill."""
-    from faithjudge.kb_check import entry_template
+    from faithjudge.assets.kb_check import entry_template
 
     try:
         listed = None if options is None else [o for o in options.split(",") if o.strip()]

@@ -302,9 +302,9 @@ async def _run_score(
 ) -> tuple[ScoreFileSummary | None, BatchReport | None, Usage]:
     from faithjudge.jsonl import count_lines
     from faithjudge.output_lock import hold_output
+    from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.progress import progress_bar
     from faithjudge.runners.file_runner import check_output_judge, score_file
-    from faithjudge.runtime import open_scorer
 
     total = count_lines(input_path) if lines is None else len(lines)
     # one writer per output, for both phases of the batch route too

@@ -54,7 +54,7 @@ async def check_job_store(settings: Settings) -> None:
 async def check_judges(settings: Settings) -> None:
     """Build every offered judge once before serving: an unknown backend or a missing setting
     ends ``serve`` with one line naming it, not a lifespan traceback."""
-    from faithjudge.runtime import open_scorers
+    from faithjudge.pipeline.runtime import open_scorers
 
     async with open_scorers(settings):
         pass

@@ -3,7 +3,7 @@
 Memory stays bounded whatever the body size: lines are validated in chunks (off the event loop)
 and written to the store in chunks, rejected lines too; only the current partial line and the
 first rejections (those the 202 answer lists) are kept.
-A line is read by ``faithjudge.request_lines.read_request``, as ``faithjudge score`` and
+A line is read by ``faithjudge.pipeline.request_lines.read_request``, as ``faithjudge score`` and
 ``POST /v1/score`` read theirs, so a batch rejects exactly the lines ``faithjudge score`` would
 turn into ``input`` errors, with the same messages, and no line can fail the upload. The
 batch becomes visible to workers only once every accepted line is stored.
@@ -29,7 +29,7 @@ from faithjudge.jobs.interface import (
     IdempotencyConflict,
     JobJudge,
 )
-from faithjudge.request_lines import read_request, readable_text
+from faithjudge.pipeline.request_lines import read_request, readable_text
 
 __all__ = [
     "LISTED_REJECTIONS",

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from faithjudge.jobs.interface import WAITING_PREFIX, BatchRow, JobJudge
-from faithjudge.pipeline import Scorer, canonical_json
+from faithjudge.pipeline.scorer import Scorer, canonical_json
 
 __all__ = ["job_evaluator", "job_judge", "waiting_detail"]
 

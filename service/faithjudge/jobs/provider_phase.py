@@ -40,13 +40,13 @@ from faithjudge.jobs.interface import (
     StoreUnavailable,
 )
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.request_lines import parse_line
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.collect import CollectStats, keyed_requests
 from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
 from faithjudge.provider_batch.route import batch_runner
 from faithjudge.provider_batch.runner import BatchProgress, BatchRunner
 from faithjudge.provider_batch.wire import request_line
-from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.resilience import describe_exception

@@ -22,8 +22,8 @@ from faithjudge_client.bodies import LineRejection
 from faithjudge_client.lines import ItemResult
 
 from faithjudge.jobs.interface import DONE, BatchReader, BatchRow
+from faithjudge.pipeline.request_lines import input_error_result
 from faithjudge.reports.limits import LISTED_PROBLEMS
-from faithjudge.request_lines import input_error_result
 
 __all__ = ["BatchRejections", "rejection_result", "render_report", "result_lines"]
 

@@ -45,9 +45,9 @@ from faithjudge.jobs.judge_health import JudgeHealth
 from faithjudge.jobs.judges import job_judge, waiting_detail
 from faithjudge.jobs.provider_phase import JobAnswers, ProviderPhase, is_batch_route
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.request_lines import parse_line
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
-from faithjudge.request_lines import parse_line
 from faithjudge.settings import Settings
 from faithjudge.transport.base import Usage
 from faithjudge.transport.resilience import call_scope

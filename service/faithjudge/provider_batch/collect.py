@@ -17,9 +17,9 @@ from faithjudge_client.lines import ScoreRequest
 
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.jsonl import numbered_lines
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.request_lines import parse_line
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.wire import request_line
-from faithjudge.request_lines import parse_line
 from faithjudge.transport.cache import cache_key
 
 __all__ = ["BadLineFn", "CollectStats", "collect_requests", "keyed_requests", "read_requests"]

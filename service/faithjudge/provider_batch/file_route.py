@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.collect import CollectStats, collect_requests, read_requests
 from faithjudge.provider_batch.route import batch_evaluator, batch_runner
 from faithjudge.provider_batch.runner import ProgressFn

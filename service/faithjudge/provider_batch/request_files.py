@@ -15,7 +15,7 @@ from typing import IO
 
 from faithjudge.errors import ConfigError
 from faithjudge.jsonl import numbered_lines
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.collect import (
     BadLineFn,
     CollectStats,

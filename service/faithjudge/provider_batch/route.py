@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faithjudge.errors import ConfigError
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
 from faithjudge.provider_batch.file_ledger import BatchLedger
 from faithjudge.provider_batch.ledger import Ledger

@@ -16,7 +16,6 @@ from urllib.parse import urlencode
 
 from faithjudge_client.metric_catalogue import labels
 
-from faithjudge.markup import fmt_ci, fmt_pct, html_table
 from faithjudge.reports.browser import (
     CHANGES,
     BatchListing,
@@ -25,6 +24,7 @@ from faithjudge.reports.browser import (
     Run,
     grades_text,
 )
+from faithjudge.reports.markup import fmt_ci, fmt_pct, html_table
 from faithjudge.reports.render_html import explorer_page
 
 __all__ = ["compare_page", "index_page", "page_policy", "run_page"]

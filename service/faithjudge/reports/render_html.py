@@ -24,8 +24,6 @@ from typing import Any
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes, labels, metrics
 
-from faithjudge.markup import bar_chart_svg, fmt_ci, fmt_pct, html_table
-from faithjudge.palette import scope_tint
 from faithjudge.reports.aggregate import stats, table1_columns
 from faithjudge.reports.explorer import (
     RequestViews,
@@ -35,6 +33,8 @@ from faithjudge.reports.explorer import (
 )
 from faithjudge.reports.gate import TOO_FEW, compared
 from faithjudge.reports.limits import LISTED_ITEMS, LISTED_PROBLEMS
+from faithjudge.reports.markup import bar_chart_svg, fmt_ci, fmt_pct, html_table
+from faithjudge.reports.palette import scope_tint
 from faithjudge.reports.report import Report, problem_counts, problem_lines
 from faithjudge.reports.run_coverage import bound_cell, fpr_bound, not_judged_cells, rate_cell
 from faithjudge.scoring.outcomes import RATES

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import pandas as pd
 from faithjudge_client.metric_catalogue import headline_scopes
 
-from faithjudge.markup import fmt_ci, fmt_pct, md_escape
 from faithjudge.reports.aggregate import stats, table1_columns
 from faithjudge.reports.gate import TOO_FEW, Verdict, check_status
 from faithjudge.reports.limits import LISTED_PROBLEMS
+from faithjudge.reports.markup import fmt_ci, fmt_pct, md_escape
 from faithjudge.reports.report import Report, problem_counts, problem_lines
 from faithjudge.reports.run_coverage import (
     BOUND_LEVEL,

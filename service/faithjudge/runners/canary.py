@@ -34,12 +34,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from faithjudge.errors import ConfigError, FaithJudgeError, UserInputError
 from faithjudge.jsonl import describe_validation_error, numbered_lines
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.request_lines import parse_line
+from faithjudge.pipeline.runtime import open_scorer
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.private_files import private_dir
 from faithjudge.reports.canary import read_records, records_path
-from faithjudge.request_lines import parse_line
 from faithjudge.runners.judge_check import _first_error, _probe_settings
-from faithjudge.runtime import open_scorer
 from faithjudge.settings import Settings
 from faithjudge.stats.canary import (
     CanaryCheck,

@@ -42,9 +42,9 @@ from faithjudge_client.metric_catalogue import metric_names
 
 from faithjudge.errors import FaithJudgeError, UserInputError
 from faithjudge.jsonl import BOM, numbered_lines
-from faithjudge.pipeline import Scorer
+from faithjudge.pipeline.request_lines import parse_line, readable_text
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.private_files import private_dir
-from faithjudge.request_lines import parse_line, readable_text
 from faithjudge.scoring.outcomes import (
     JUDGED,
     NOT_JUDGED,

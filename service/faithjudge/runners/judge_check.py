@@ -53,9 +53,9 @@ from faithjudge.evaluators import live_spec
 from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.exit_codes import ExitCode
 from faithjudge.jsonl import numbered_lines
-from faithjudge.pipeline import Scorer
-from faithjudge.request_lines import parse_line
-from faithjudge.runtime import open_scorer
+from faithjudge.pipeline.request_lines import parse_line
+from faithjudge.pipeline.runtime import open_scorer
+from faithjudge.pipeline.scorer import Scorer
 from faithjudge.settings import Settings
 from faithjudge.transport.chat import CONTEXT_CUT_WORDS
 from faithjudge.transport.judge_servers import CONTEXT_SETTING, context_overflow

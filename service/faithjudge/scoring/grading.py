@@ -16,9 +16,9 @@ coverage rates add up:
 5. ``valid``    the grade counts: score, normalised score, quotes with their verified spans in
                 the ORIGINAL CoT, and the metric-specific signals.
 
-Pure: the caller passes the compiled schema validator (``faithjudge.schemas``) and the CoT already
-normalised once per item (``faithjudge.scoring.normalize.normalize``). The caller also fills
-``attempts`` and ``cache_hit`` (``result.model_copy(update=...)``).
+Pure: the caller passes the compiled schema validator (``faithjudge.assets.schemas``) and the
+CoT already normalised once per item (``faithjudge.scoring.normalize.normalize``). The caller
+also fills ``attempts`` and ``cache_hit`` (``result.model_copy(update=...)``).
 
 Quote spans returned by the evaluator are advisory and ignored here; the reported spans are the
 ones the service located. The rationale's 25-word limit is not enforced.
@@ -90,8 +90,8 @@ def verify(
         metric: the metric the response grades.
         cot: the scored CoT, normalised; spans are reported in ``cot.original``.
         validator: the compiled validator of the metric's schema
-            (``faithjudge.schemas.judge_output_validator(metric)``); a custom one must enforce at
-            least the stock schema's fields and types.
+            (``faithjudge.assets.schemas.judge_output_validator(metric)``); a custom one must
+            enforce at least the stock schema's fields and types.
         tolerance: the edit budget of the evidence check, as a fraction of the quote length.
     """
     try:

@@ -32,8 +32,8 @@ import anyio
 import orjson
 from faithjudge_client.lines import MAX_COT_CHARS, Baseline, Modification, ScoreRequest
 
+from faithjudge.assets.prompts import load_inference_prompt
 from faithjudge.errors import UserInputError
-from faithjudge.prompts import load_inference_prompt
 from faithjudge.scoring.modifications import ModificationSpec, lookup_modification
 from faithjudge.sidecar.backends.base import VLMBackend
 from faithjudge.sidecar.backends.protocols import Exchange, Prompted, ProtocolName, run_protocol

@@ -25,7 +25,7 @@ from faithjudge.api.examples import (
 )
 from faithjudge.api.problems import HttpProblem
 from faithjudge.jobs.provider_phase import is_batch_route
-from faithjudge.request_lines import Unreadable, read_request
+from faithjudge.pipeline.request_lines import Unreadable, read_request
 from faithjudge.transport.outage import JudgeDown, without_waiting
 from faithjudge.transport.resilience import call_scope
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from faithjudge.prompts import load_inference_prompt
+from faithjudge.assets.prompts import load_inference_prompt
 from faithjudge.scoring.answers import QuestionSpec
 from faithjudge.sidecar.backends.base import Conversation, Generation, Turn, VLMBackend
 from faithjudge.sidecar.parsing import ParsedReply, parse_reply, parse_turns

@@ -13,12 +13,12 @@ from pathlib import Path
 import anyio
 from faithjudge_client.retry import RetryPolicy
 
+from faithjudge.assets.knowledge import load_knowledge_base
+from faithjudge.assets.prompts import load_prompt_set
 from faithjudge.errors import ConfigError
 from faithjudge.evaluators import evaluator_forms, make_evaluator
-from faithjudge.knowledge import load_knowledge_base
-from faithjudge.pipeline import Scorer, ScoringParams
+from faithjudge.pipeline.scorer import Scorer, ScoringParams
 from faithjudge.private_files import private_dir
-from faithjudge.prompts import load_prompt_set
 from faithjudge.scoring.metrics import CalibrationParams
 from faithjudge.settings import Settings
 from faithjudge.transport.cache import ResponseCache

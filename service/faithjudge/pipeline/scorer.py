@@ -33,12 +33,12 @@ from faithjudge_client.lines import (
 from faithjudge_client.metric_catalogue import calibration_pair, metric_names, metric_spec
 
 from faithjudge import __version__
+from faithjudge.assets.knowledge import KnowledgeBase, entry_for_answer
+from faithjudge.assets.prompts import PromptSet
+from faithjudge.assets.schemas import SCHEMA_VERSION, judge_output_schema, judge_output_validator
 from faithjudge.errors import EvaluatorError, UserInputError
 from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.knowledge import KnowledgeBase, entry_for_answer
-from faithjudge.prompts import PromptSet
-from faithjudge.request_lines import input_error_result
-from faithjudge.schemas import SCHEMA_VERSION, judge_output_schema, judge_output_validator
+from faithjudge.pipeline.request_lines import input_error_result
 from faithjudge.scoring.answers import (
     QuestionSpec,
     decide_flip,

@@ -19,8 +19,7 @@ from typing import Any
 from faithjudge_client.lines import Concept, KBAnswer, KBCap, KBEntry
 from pydantic import ValidationError
 
-from faithjudge.errors import ConfigError
-from faithjudge.knowledge import (
+from faithjudge.assets.knowledge import (
     OPTIONS_SUFFIX,
     fold,
     no_duplicate_keys,
@@ -28,7 +27,8 @@ from faithjudge.knowledge import (
     question_options,
     resolve_kb,
 )
-from faithjudge.schemas import kb_validator
+from faithjudge.assets.schemas import kb_validator
+from faithjudge.errors import ConfigError
 
 __all__ = ["KB_RULES", "PLACEHOLDER", "KBProblem", "check_knowledge_base", "entry_template"]
 

@@ -23,8 +23,8 @@ from faithjudge_client.lines import KBAnswer, KBEntry
 from pydantic import ValidationError
 
 from faithjudge.assets import asset_dir
+from faithjudge.assets.schemas import kb_validator
 from faithjudge.errors import ConfigError, UnknownQuestionError
-from faithjudge.schemas import kb_validator
 
 __all__ = [
     "OPTIONS_SUFFIX",

@@ -14,7 +14,7 @@ from faithjudge.errors import ConfigError
 
 __all__ = ["asset_dir", "sha256_file", "sha256_tree"]
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the faithjudge package folder
 _KINDS = ("schemas", "prompts", "knowledge_base")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from faithjudge.palette import scope_colour
+from faithjudge.reports.palette import scope_colour
 
 __all__ = ["bar_chart_svg", "fmt_ci", "fmt_pct", "html_table", "md_escape"]
 
