@@ -391,7 +391,7 @@ def _quotes(rng: random.Random, cot: str, typo_fraction: float) -> tuple[list[st
 def judge_response(
     rng: random.Random, metric: str, cot: str, *, typo_fraction: float = 0.25
 ) -> tuple[str, dict[str, int]]:
-    """A schema-valid evaluator answer (JSON text) for ``metric`` quoting ``cot``.
+    """A schema-valid judge answer (JSON text) for ``metric`` quoting ``cot``.
 
     Returns the text and counts (quotes, long quotes, quotes with typos). About one answer in
     ten comes wrapped in a Markdown code fence, as real judges sometimes do.

@@ -3,7 +3,7 @@
 1. Generate ``--items`` (100,000) ScoreRequest lines (seeded CoTs of 1.5-3 KB, KB questions).
 2. Start the fake Files + Batches API (``tests/fakes/batch_server.py``) as its own process, so
    its CPU and memory are measured apart from the client's.
-3. A fresh child process runs what ``faithjudge score --evaluator openai-batch:bench-judge``
+3. A fresh child process runs what ``faithjudge score --judge openai-batch:bench-judge``
    runs: stage every request into part files, upload, create the batches, poll, download and map
    the answers into the cache, then score the whole file from the cache. Its peak RSS is
    ``ru_maxrss`` of that child alone (``os.wait4``).
@@ -59,7 +59,7 @@ def child_main(args: argparse.Namespace) -> None:
     from faithjudge.settings import Settings
 
     settings = Settings(
-        evaluator="openai-batch:bench-judge",
+        judge="openai-batch:bench-judge",
         openai_base_url=args.base_url,
         openai_api_key="bench-key",
         timeout_s=600,
@@ -106,7 +106,7 @@ def child_main(args: argparse.Namespace) -> None:
             "scored": summary.scored,
             "outcomes": summary.totals(),
             "cache_hits": stats.cache_hits,
-            "evaluator_calls": stats.evaluator_calls,
+            "judge_calls": stats.judge_calls,
         }
 
     out = anyio.run(run)
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
         "files_split": sum(fake_stats["file_lines"]) == 3 * args.items
         and len(fake_stats["file_lines"])
         <= max(-(-3 * args.items // MAX_LINES), -(-sum(fake_stats["file_bytes"]) // MAX_BYTES)) + 1,
-        "zero_chat_calls": fake_stats["chat_calls"] == 0 and client["evaluator_calls"] == 0,
+        "zero_chat_calls": fake_stats["chat_calls"] == 0 and client["judge_calls"] == 0,
         "all_valid": set(client["outcomes"]) == {"valid"},
         "exchange_dominated_by_the_fake": fake_cpu > client["exchange"]["cpu_s"],
         "peak_rss_within_target": peak <= TARGET_PEAK_RSS_MB,

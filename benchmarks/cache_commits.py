@@ -6,7 +6,7 @@ that rule is one answer per turn, one SQLite transaction per answer. This benchm
 ``--answers`` answers (``--chars`` of text each, the size of a judge reply) that way, and, as the
 reference in the same run, the same answers committed 256 at a time (the cache's batches, what
 a put outside an event loop still gets). It reports the client CPU per answer of both, their
-ratio, and the difference against the pipeline's CPU per evaluator call quoted in the README.
+ratio, and the difference against the pipeline's CPU per judge call quoted in the README.
 
 Run: ``python -m benchmarks.cache_commits``.
 """
@@ -27,7 +27,7 @@ from benchmarks._common import load_average, machine_facts, median, write_result
 
 NAME = "cache_commits"
 PIPELINE_CPU_PER_CALL_MS = 2.5
-"""Client CPU per evaluator call of the whole pipeline (README, performance section)."""
+"""Client CPU per judge call of the whole pipeline (README, performance section)."""
 
 
 def _answers(count: int, chars: int) -> list[tuple[str, JudgeResponse]]:

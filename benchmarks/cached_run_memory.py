@@ -1,16 +1,16 @@
-"""Peak memory (RSS) and speed of a 100,000-line run whose every evaluator call is a cache hit.
+"""Peak memory (RSS) and speed of a 100,000-line run whose every judge call is a cache hit.
 
 1. Generate ``--items`` (100,000) ScoreRequest lines: distinct item ids, seeded CoTs of
    1.5-3 KB (half of them with smart quotes, a ligature and a no-break space), questions from
    the starter KB (``knowledge_base/cxr_vqa.json``) so that clinical fidelity has a KB entry.
 2. Pass 1 (warm): fill the response cache with ``score_file`` run in child processes using an
-   in-process instant evaluator (``benchmarks/_evaluator.py``, registered as ``bench``; no
+   in-process instant judge (``benchmarks/_judge.py``, registered as ``bench``; no
    HTTP). To fit the time budget the lines are split over ``--warm-workers`` children (one per
    core by default) that share one cache file.
 3. Pass 2 (measured): a FRESH child (``python -m benchmarks.cached_run_memory --child ...``)
-   scores the whole file again with the same evaluator spec and cache; every call must be a
+   scores the whole file again with the same judge spec and cache; every call must be a
    cache hit. Its peak RSS comes from ``os.wait4`` (``ru_maxrss`` of that child alone), with
-   psutil polling as a cross-check. The script fails unless pass 2 made zero evaluator calls.
+   psutil polling as a cross-check. The script fails unless pass 2 made zero judge calls.
 
 Target: pass 2 peak RSS <= 300 MB. Run: ``python -m benchmarks.cached_run_memory [--items N]``.
 """
@@ -43,7 +43,7 @@ from benchmarks._common import (
 
 NAME = "cached_run_memory"
 TARGET_PEAK_RSS_MB = 300.0
-EVALUATOR_SPEC = "bench:fast-judge"
+JUDGE_SPEC = "bench:fast-judge"
 
 
 # ---------------------------------------------------------------- child: one score_file run
@@ -51,18 +51,18 @@ EVALUATOR_SPEC = "bench:fast-judge"
 
 async def fill_cache(scorer: Any, source: Path) -> int:
     """Warm the cache without ``score_file``: build each item's three judge requests exactly as
-    ``Scorer._grade`` does, ask the evaluator, and store the answers under the request's key.
+    ``Scorer._grade`` does, ask the judge, and store the answers under the request's key.
 
     About 3x faster than a full ``score_file`` pass (no retry wrapper, no verification, no
     result lines). It uses the Scorer's private request-building steps; should they change, the
-    keys stop matching and pass 2's zero-evaluator-calls check fails loudly.
+    keys stop matching and pass 2's zero-judge-calls check fails loudly.
     """
-    from faithjudge.evaluators.base import JudgeRequest
+    from faithjudge.judges.base import JudgeRequest
     from faithjudge.transport.cache import cache_key
     from faithjudge_client.lines import ScoreRequest
 
     caller = scorer._caller
-    evaluator, cache = caller.evaluator, caller.cache
+    judge, cache = caller.judge, caller.cache
     items = 0
     with source.open("rb") as handle:
         for raw in handle:
@@ -78,14 +78,14 @@ async def fill_cache(scorer: Any, source: Path) -> int:
                     inputs=inputs,
                     item_id=request.item_id,
                 )
-                material = evaluator.cache_key_material(judge_request)
-                cache.put(cache_key(material), await evaluator.judge(judge_request))
+                material = judge.cache_key_material(judge_request)
+                cache.put(cache_key(material), await judge.judge(judge_request))
             items += 1
     return items
 
 
 def child_main(args: argparse.Namespace) -> None:
-    """Score ``--input`` into ``--output`` with the bench evaluator and the cache in ``--data``."""
+    """Score ``--input`` into ``--output`` with the bench judge and the cache in ``--data``."""
     import tracemalloc
 
     import anyio
@@ -93,13 +93,13 @@ def child_main(args: argparse.Namespace) -> None:
     from faithjudge.runners.file_runner import score_file
     from faithjudge.settings import Settings
 
-    from benchmarks import _evaluator
+    from benchmarks import _judge
 
     if args.trace_memory:
         tracemalloc.start(25)
-    _evaluator.register()
+    _judge.register()
     settings = Settings(
-        evaluator=EVALUATOR_SPEC,
+        judge=JUDGE_SPEC,
         cache=True,
         concurrency=args.concurrency,
         data_dir=Path(args.data_dir),
@@ -134,11 +134,11 @@ def child_main(args: argparse.Namespace) -> None:
             "cpu_s": cpu,
             "rss_ready_mb": rss_ready / 2**20,
             "cache_hits": getattr(stats, "cache_hits", None),
-            "caller_evaluator_calls": getattr(stats, "evaluator_calls", None),
+            "caller_judge_calls": getattr(stats, "judge_calls", None),
         }
 
     out = anyio.run(run)
-    out["evaluator_calls"] = _evaluator.total_calls()
+    out["judge_calls"] = _judge.total_calls()
     out["self_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.trace_memory:
         snapshot = tracemalloc.take_snapshot()
@@ -152,7 +152,7 @@ def child_main(args: argparse.Namespace) -> None:
             ],
         }
     Path(args.result_file).write_bytes(orjson.dumps(out))
-    print(f"child: {out['items']} items, {out['evaluator_calls']} evaluator calls", flush=True)
+    print(f"child: {out['items']} items, {out['judge_calls']} judge calls", flush=True)
 
 
 # ---------------------------------------------------------------- parent
@@ -280,7 +280,7 @@ def run_pass(
         "wall_s": round(wall, 2),
         "items_per_s": round(items / wall, 1),
         "score_file_items_per_s": round(items / max(c["wall_s"] for c in children), 1),
-        "evaluator_calls": sum(c["evaluator_calls"] for c in children),
+        "judge_calls": sum(c["judge_calls"] for c in children),
         "cache_hits": sum(c["cache_hits"] or 0 for c in children),
         "peak_rss_mb": max(c["peak_rss_mb_wait4"] for c in children),
         "load_average_before": load0,
@@ -357,18 +357,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         print(
             f"pass 1 (warm, {args.warm_mode}, {warm['children']} children): {warm['items']} "
             f"items in {warm['wall_s']} s -> {warm['items_per_s']} items/s; "
-            f"{warm['evaluator_calls']} evaluator calls; peak RSS {warm['peak_rss_mb']} MB/child"
+            f"{warm['judge_calls']} judge calls; peak RSS {warm['peak_rss_mb']} MB/child"
         )
         cache_bytes = sum(p.stat().st_size for p in data_dir.glob("cache.sqlite3*"))
 
         cached = run_pass(
             "pass2", [source], [workdir / "pass2.out.jsonl"], data_dir, workdir, args, "score_file"
         )
-        zero_calls = cached["evaluator_calls"] == 0
+        zero_calls = cached["judge_calls"] == 0
         all_hits = cached["cache_hits"] == 3 * args.items
         print(
             f"pass 2 (cached, fresh child): {cached['items']} items in {cached['wall_s']} s -> "
-            f"{cached['items_per_s']} items/s; evaluator calls {cached['evaluator_calls']}, "
+            f"{cached['items_per_s']} items/s; judge calls {cached['judge_calls']}, "
             f"cache hits {cached['cache_hits']}; peak RSS {cached['peak_rss_mb']} MB "
             f"(target <= {TARGET_PEAK_RSS_MB:.0f}): "
             f"{'PASS' if cached['peak_rss_mb'] <= TARGET_PEAK_RSS_MB else 'FAIL'}"
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
             "cot_chars": [args.cot_min, args.cot_max],
             "warm_workers": args.warm_workers,
             "warm_mode": args.warm_mode,
-            "evaluator": EVALUATOR_SPEC,
+            "judge": JUDGE_SPEC,
             "trace_memory": args.trace_memory,
         },
         "data": {**data, "cache_file_mb": round(cache_bytes / 2**20, 1)},
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
             "pass2_items_per_s": cached["items_per_s"],
             "pass1_items_per_s": warm["items_per_s"],
             "pass1_peak_rss_mb_per_child": warm["peak_rss_mb"],
-            "pass2_zero_evaluator_calls": zero_calls,
+            "pass2_zero_judge_calls": zero_calls,
             "pass2_all_cache_hits": all_hits,
         },
         "machine": machine,
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     if not args.no_write:
         print(f"wrote {write_result(NAME, result)}")
     if not zero_calls:
-        raise SystemExit(f"pass 2 made {cached['evaluator_calls']} evaluator calls, expected 0")
+        raise SystemExit(f"pass 2 made {cached['judge_calls']} judge calls, expected 0")
     if not all_hits:
         raise SystemExit(f"pass 2 had {cached['cache_hits']} cache hits, expected {3 * args.items}")
     return result

@@ -5,7 +5,7 @@ Part 1 (start-up): ``faithjudge --help`` and ``faithjudge version`` as fresh pro
 interpreter (``python -c pass``), so the figure minus the reference is what FaithJudge adds.
 
 Part 2 (whole-process efficiency): ``faithjudge score`` on ``--items`` (2000) items against the
-fake judge as its own process (``--latency-ms`` 500, the ``openai`` evaluator, no cache unless
+fake judge as its own process (``--latency-ms`` 500, the ``openai`` judge, no cache unless
 ``--cache``, ``--concurrency`` 100), and in the same run, alternating with it, the raw SDK floor:
 a bare ``AsyncOpenAI`` loop as its own process (``benchmarks/_bare_sdk_loop.py``) posting as
 many chat bodies at the same concurrency; ``--pairs`` (3) of each, a fresh fake judge for every
@@ -121,7 +121,7 @@ def whole_process(
         load0 = load_average()
         for n in range(pairs):
             out = work / f"out-{n}.jsonl"
-            score_command = [FAITHJUDGE, "score", str(source), "-o", str(out), "--evaluator",
+            score_command = [FAITHJUDGE, "score", str(source), "-o", str(out), "--judge",
                              "openai:fake-judge", "--no-progress", "--concurrency",
                              str(concurrency), "--data-dir", str(work / f"data-{n}"),
                              "--cache" if cache else "--no-cache"]  # fmt: skip

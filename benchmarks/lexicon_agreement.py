@@ -3,7 +3,7 @@
 Not a speed benchmark but the record behind the lexicon's agreement figures: the 66 reader-study
 items (``../shared/data``, never part of the repository) are split by ``faithjudge split``'s rule
 (seed 0, stratified by modification x flip; half A is the split's first output, half B its
-second), scored with ``lexicon:v1`` (or any evaluator given) and, for comparison, replayed from
+second), scored with ``lexicon:v1`` (or any judge given) and, for comparison, replayed from
 the recorded LLM judges, all through the real ``faithjudge score`` path. Each half gets its own
 consensus; tau-b per axis with a 95 % percentile bootstrap CI, and the mean of the halves with
 the CI of the mean (``faithjudge.agreement.halves``). The lexicon rules are developed on one half
@@ -11,7 +11,7 @@ and confirmed on the other, so the table shows each half beside the mean. The st
 score each half only with the rules it did not shape: ``DEVELOPED_ON`` records every rule change
 by the half it was developed on, as the edit that takes it back out of the shipped lexicons.
 
-Run: ``python -m benchmarks.lexicon_agreement [--shared DIR] [--bootstrap B] [--evaluator SPEC]``.
+Run: ``python -m benchmarks.lexicon_agreement [--shared DIR] [--bootstrap B] [--judge SPEC]``.
 Writes ``benchmarks/results/lexicon_agreement.json`` and prints the Markdown table.
 """
 
@@ -34,7 +34,7 @@ from faithjudge.agreement import (
     stratified_split,
 )
 from faithjudge.agreement.halves import HalfAxis, SplitHalfReport, split_half_agreement
-from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR
+from faithjudge.judges.lexicon import DEFAULT_LEXICON_DIR
 from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
 from faithjudge.settings import Settings
@@ -97,15 +97,15 @@ def split_halves(reader_study: Path, *, seed: int = 0) -> dict[str, list[str]]:
     return {"A": [r["item_id"] for r in first], "B": [r["item_id"] for r in second]}
 
 
-def score_reader_study(reader_study: Path, evaluator: str, tmp: Path) -> Path:
-    """Score every reader-study item with ``evaluator`` (cache off); the results file."""
+def score_reader_study(reader_study: Path, judge: str, tmp: Path) -> Path:
+    """Score every reader-study item with ``judge`` (cache off); the results file."""
     tmp.mkdir(parents=True, exist_ok=True)
     source, output = tmp / "requests.jsonl", tmp / "results.jsonl"
     lines = (orjson.dumps(r) + b"\n" for r in reader_study_requests(reader_study))
     source.write_bytes(b"".join(lines))
 
     async def run() -> None:
-        settings = Settings(evaluator=evaluator, data_dir=tmp / "data", cache=False)
+        settings = Settings(judge=judge, data_dir=tmp / "data", cache=False)
         async with open_scorer(settings) as scorer:
             await score_file(scorer, source, output, concurrency=8)
 
@@ -200,7 +200,7 @@ def render_table(report: SplitHalfReport) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED)
-    parser.add_argument("--evaluator", default="lexicon:v1")
+    parser.add_argument("--judge", default="lexicon:v1")
     parser.add_argument("--bootstrap", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not reader_study.is_file():
         sys.exit(f"needs the reader study at {reader_study} (see ../shared/data/README.md)")
     halves = split_halves(reader_study, seed=args.seed)
-    specs = {args.evaluator: args.evaluator}
+    specs = {args.judge: args.judge}
     if recorded.is_file():
         specs.update({name: f"replay:{recorded}#{name}" for name in RECORDED})
     with tempfile.TemporaryDirectory() as tmp_dir:
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             name: load_judge_results(score_reader_study(reader_study, spec, Path(tmp_dir) / str(i)))
             for i, (name, spec) in enumerate(specs.items())
         }
-        if args.evaluator in ("lexicon:v1", "lexicon:default"):
+        if args.judge in ("lexicon:v1", "lexicon:default"):
             judges[STRICT] = strict_results(reader_study, halves, Path(tmp_dir) / "strict")
     report = split_half_agreement(
         load_reader_study(reader_study), judges, halves, B=args.bootstrap, seed=args.seed
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {
         "benchmark": NAME,
         "description": __doc__.splitlines()[0],
-        "evaluator": args.evaluator,
+        "judge": args.judge,
         "targets_mean_of_halves": TARGETS,
         "meets_targets": meets_targets(lexicon),
         "report": report.model_dump(mode="json", exclude={"halves"}),

@@ -100,7 +100,7 @@ class _Run(NamedTuple):
 
 
 def _measure(source: Path, tmp: Path, repeats: int) -> _Run:
-    settings = Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
+    settings = Settings(judge="lexicon:v1", data_dir=tmp / "data", cache=False)
     seconds: list[float] = []
     cpu_seconds: list[float] = []
     statuses: Counter[str] = Counter()

@@ -2,7 +2,7 @@
 
 Part 1 (efficiency): the fake judge (``tests/fakes/judge_server.py``, ``quote_mode
 first_sentence``) answers every call after ``--latency-ms`` (500) of non-blocking delay;
-``--items`` (3000) items go through ``score_file`` with the ``openai`` evaluator, no cache and
+``--items`` (3000) items go through ``score_file`` with the ``openai`` judge, no cache and
 ``concurrency`` (100) calls in flight. With 3 calls per item:
 
     achieved = 3 * items / wall        ideal = concurrency / latency (200 calls/s)
@@ -10,9 +10,9 @@ first_sentence``) answers every call after ``--latency-ms`` (500) of non-blockin
 
 Part 2 (client CPU): latency 0, ``--cpu-items`` (1500) items at concurrency 100, once per HTTP
 transport (the ``http_transport`` setting, aiohttp and httpx): the most calls/s one client core
-sustains and the client CPU per evaluator call (``time.process_time`` delta / calls).
+sustains and the client CPU per judge call (``time.process_time`` delta / calls).
 
-Part 3 (reference): the same items through an in-process instant evaluator (no HTTP), so that
+Part 3 (reference): the same items through an in-process instant judge (no HTTP), so that
 part 2 minus part 3 is what the HTTP round trip costs the client.
 
 The fake server shares the machine's cores with the client; its own CPU time (psutil) is recorded
@@ -38,13 +38,13 @@ from typing import Any
 import anyio
 import orjson
 import psutil
-from faithjudge.evaluators.builtin import OpenAIOptions
 from faithjudge.event_loop import run_async
+from faithjudge.judges.builtin import OpenAIOptions
 from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
 from faithjudge.settings import Settings
 
-from benchmarks import _evaluator
+from benchmarks import _judge
 from benchmarks._common import (
     ChildProcess,
     free_port,
@@ -104,7 +104,7 @@ def write_items(path: Path, count: int, seed: int, first_index: int = 0) -> None
 
 
 def read_outcome(output: Path) -> dict[str, Any]:
-    """Statuses, failure stages and evaluator attempts, counted from the result file."""
+    """Statuses, failure stages and judge attempts, counted from the result file."""
     statuses: Counter[str] = Counter()
     stages: Counter[str] = Counter()
     attempts = lines = 0
@@ -123,7 +123,7 @@ def read_outcome(output: Path) -> dict[str, Any]:
         "lines": lines,
         "statuses": dict(statuses),
         "stages": dict(stages),
-        "evaluator_calls": attempts,
+        "judge_calls": attempts,
     }
 
 
@@ -163,7 +163,7 @@ async def _score(
             if profiler is not None:
                 profiler.disable()
                 transport = settings.options(OpenAIOptions).http_transport
-                print(f"-- profile of the {transport} client ({settings.evaluator})")
+                print(f"-- profile of the {transport} client ({settings.judge})")
                 pstats.Stats(profiler).sort_stats("cumulative").print_stats(profile_top)
             wall = time.perf_counter() - w0
             cpu = time.process_time() - c0
@@ -206,11 +206,11 @@ def run_once(
     server_cpu = server.cpu_seconds() - server_cpu0 if server is not None else None
     outcome = read_outcome(output)
     warm = read_outcome(output.with_suffix(".warmup.jsonl"))
-    calls = outcome["evaluator_calls"]
+    calls = outcome["judge_calls"]
     wall, cpu = timing["wall_s"], timing["client_cpu_s"]
     run = {
         "items": outcome["lines"],
-        "evaluator_calls": calls,
+        "judge_calls": calls,
         "wall_s": round(wall, 3),
         "calls_per_s": round(calls / wall, 1),
         "client_cpu_s": round(cpu, 3),
@@ -225,7 +225,7 @@ def run_once(
     }
     other = timing["machine_busy_cpu_s"] - cpu
     if server_cpu is not None:
-        all_calls = calls + warm["evaluator_calls"]
+        all_calls = calls + warm["judge_calls"]
         run["server_cpu_s"] = round(server_cpu * calls / all_calls, 3)
         run["server_cpu_ms_per_call"] = round(1000 * server_cpu / all_calls, 3)
         run["server_cpu_utilisation"] = round(server_cpu * calls / all_calls / wall, 3)
@@ -326,7 +326,7 @@ async def bare_client(
 
 def openai_settings(base_url: str, data_dir: Path, concurrency: int, transport: str) -> Settings:
     return Settings(
-        evaluator="openai:fake-judge",
+        judge="openai:fake-judge",
         openai_base_url=base_url,
         openai_api_key="x",
         cache=False,
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     started = time.perf_counter()
     machine = machine_facts()
-    _evaluator.register()
+    _judge.register()
     result: dict[str, Any] = {
         "benchmark": NAME,
         "config": {
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "pass": efficiency >= TARGET_EFFICIENCY,
             }
             print(
-                f"part 1: {run['items']} items, {run['evaluator_calls']} calls in "
+                f"part 1: {run['items']} items, {run['judge_calls']} calls in "
                 f"{run['wall_s']:.1f} s -> {run['calls_per_s']:.1f} calls/s of ideal "
                 f"{ideal:.0f}: efficiency {efficiency:.3f} (target >= {TARGET_EFFICIENCY}) "
                 f"{'PASS' if efficiency >= TARGET_EFFICIENCY else 'FAIL'}"
@@ -416,12 +416,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{run['loop_lag_ms']['max']} ms; statuses {run['statuses']}"
             )
 
-            # ---- part 1 reference: the same latency from an in-process evaluator (no HTTP)
+            # ---- part 1 reference: the same latency from an in-process judge (no HTTP)
             if args.ref_items > 0:
                 ref_source = tmpdir / "part1ref.jsonl"
                 write_items(ref_source, args.ref_items, args.seed)
                 settings = Settings(
-                    evaluator=f"bench:sleeping@{args.latency_ms:g}",
+                    judge=f"bench:sleeping@{args.latency_ms:g}",
                     cache=False,
                     concurrency=args.concurrency,
                     data_dir=tmpdir / "data1ref",
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 ref["efficiency"] = round(ref["calls_per_s"] / ideal, 3)
                 result["part1_reference_no_http"] = ref
                 print(
-                    f"part 1 reference (in-process evaluator sleeping {args.latency_ms:g} ms, no "
+                    f"part 1 reference (in-process judge sleeping {args.latency_ms:g} ms, no "
                     f"HTTP): {ref['items']} items -> {ref['calls_per_s']:.1f} calls/s, efficiency "
                     f"{ref['efficiency']:.3f}, client CPU {ref['client_cpu_ms_per_call']:.2f} "
                     f"ms/call, loop lag p95 {ref['loop_lag_ms']['p95']} ms"
@@ -494,9 +494,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "speedup": round(best(faster)["calls_per_s"] / best(slower)["calls_per_s"], 3),
         }
 
-        # ---- part 3: the same items with no HTTP at all (in-process instant evaluator)
+        # ---- part 3: the same items with no HTTP at all (in-process instant judge)
         settings = Settings(
-            evaluator="bench:instant",
+            judge="bench:instant",
             cache=False,
             concurrency=args.concurrency,
             data_dir=tmpdir / "data3",

@@ -53,7 +53,7 @@ def _order(order: str) -> Iterator[None]:
 
 def _run(source: Path, out: Path, base_url: str, model: str, timeout_s: float) -> dict[str, Any]:
     forget_servers()  # each order learns the server afresh, as a new process would
-    settings = Settings(evaluator=f"openai:{model}", cache=False, data_dir=out.parent,
+    settings = Settings(judge=f"openai:{model}", cache=False, data_dir=out.parent,
                         openai_base_url=base_url, openai_api_key="sk-bench",
                         timeout_s=timeout_s)  # fmt: skip
 

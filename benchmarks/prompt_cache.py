@@ -51,7 +51,7 @@ async def _score(
     from faithjudge.settings import Settings
 
     settings = Settings(
-        evaluator="openai:bench-judge",
+        judge="openai:bench-judge",
         openai_base_url=base_url,
         openai_api_key="bench-key",
         data_dir=data,

@@ -83,7 +83,7 @@ def _line(n: int, rng: random.Random) -> dict[str, Any]:
         "flip": {"value": rng.random() < 0.4, "reason": "synthetic"},
     }  # fmt: skip
     if rng.random() < 0.002:
-        line["error"] = {"stage": "transport", "detail": "evaluator unreachable"}
+        line["error"] = {"stage": "transport", "detail": "judge unreachable"}
         line["flip"] = {"value": None, "reason": "not scored"}
         return line
     metrics = {m: _metric(rng, 20 * i) for i, m in enumerate(_METRICS)}

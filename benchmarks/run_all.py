@@ -107,7 +107,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
                     _verdict(part1["pass"]),
                 ),
                 (
-                    "  client CPU per evaluator call at 500 ms latency (whole pipeline)",
+                    "  client CPU per judge call at 500 ms latency (whole pipeline)",
                     f"{part1['client_cpu_ms_per_call']:.2f} ms "
                     f"(server {part1['server_cpu_ms_per_call']:.2f} ms)",
                     "—",
@@ -118,7 +118,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
         if ref:
             out.append(
                 (
-                    "  same latency from an in-process evaluator (no HTTP)",
+                    "  same latency from an in-process judge (no HTTP)",
                     f"{ref['efficiency']:.3f} ({ref['client_cpu_ms_per_call']:.2f} ms CPU/call)",
                     "reference",
                     "—",
@@ -168,7 +168,7 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
         if part3:
             out.append(
                 (
-                    "  pipeline alone (in-process evaluator, no HTTP)",
+                    "  pipeline alone (in-process judge, no HTTP)",
                     f"{part3['calls_per_s']:,.0f} calls/s, "
                     f"{part3['client_cpu_ms_per_call']:.2f} ms CPU/call",
                     "reference",
@@ -201,10 +201,10 @@ def rows(results: dict[str, dict[str, Any] | None]) -> list[tuple[str, str, str,
                 "—",
             ),
             (
-                "  pass 2 evaluator calls",
-                str(memory["pass2_cached"]["evaluator_calls"]),
+                "  pass 2 judge calls",
+                str(memory["pass2_cached"]["judge_calls"]),
                 "0",
-                _verdict(head["pass2_zero_evaluator_calls"]),
+                _verdict(head["pass2_zero_judge_calls"]),
             ),
         ]
     generation = results.get("generation_speed")

@@ -1,6 +1,6 @@
 """Peak RSS of the service while it ingests, scores and serves a 100,000-line batch.
 
-A real ``faithjudge serve`` (offline ``lexicon:v1`` evaluator, no cache, SQLite job store) gets
+A real ``faithjudge serve`` (offline ``lexicon:v1`` judge, no cache, SQLite job store) gets
 ``--items`` (100,000) distinct request lines uploaded through the SDK (streamed from disk, about
 ``--cot-chars`` characters of CoT each). A thread samples the service process's resident set
 every ``--sample-ms`` (20) milliseconds through every phase:
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         write_lines(source, args.items, args.seed, (low, high), metrics)
         timings["generate_s"] = time.perf_counter() - t
         upload_mb = source.stat().st_size / 2**20
-        env = {"FAITHJUDGE_EVALUATOR": "lexicon:v1", "FAITHJUDGE_CACHE": "false"}
+        env = {"FAITHJUDGE_JUDGE": "lexicon:v1", "FAITHJUDGE_CACHE": "false"}
         with (
             ServiceProcess(work / "data", work, env) as service,
             RssSampler(service.ps, args.sample_ms / 1000) as rss,
@@ -84,14 +84,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # the client's own memory during the upload: the SDK streams the file from disk
             with RssSampler(psutil.Process(), args.sample_ms / 1000) as client_rss:
                 client_rss.phase("upload")
-                accepted = rss.timed("upload_ingest", timings, sdk.submit, source, name="memory")
+                accepted = rss.timed(
+                    "upload_ingest", timings, sdk.submit_job, source, name="memory"
+                )
             final = rss.timed("scoring", timings, sdk.wait, accepted.id)
             lines = rss.timed(
                 "results_download", timings, sdk.download_results, accepted.id, work / "r.jsonl"
             )
             report = rss.timed("report_json", timings, sdk.report, accepted.id)
             html = rss.timed("report_html", timings, sdk.report, accepted.id, "html")
-            rss.timed("listing", timings, lambda: [sdk.get_batch(accepted.id), sdk.list_batches()])
+            rss.timed("listing", timings, lambda: [sdk.job(accepted.id), sdk.jobs()])
             service_cpu = service.cpu_seconds() - cpu0
             db_mb = sum(p.stat().st_size for p in (work / "data").glob("jobs.sqlite3*")) / 2**20
 
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "metrics": metrics,
             "sample_ms": args.sample_ms,
             "seed": args.seed,
-            "evaluator": "lexicon:v1 (no cache)",
+            "judge": "lexicon:v1 (no cache)",
             "service": "faithjudge serve (uvicorn, 1 process, SQLite job store)",
         },
         "machine": machine,

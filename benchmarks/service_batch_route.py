@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         input_bytes = generate(source, args.items, args.seed)
         with fake_batch_api() as fake, _schema(args.database_url) as schema:
             env = {
-                "FAITHJUDGE_EVALUATOR": "openai-batch:bench-judge",
+                "FAITHJUDGE_JUDGE": "openai-batch:bench-judge",
                 "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
                 "FAITHJUDGE_OPENAI_API_KEY": "bench-key",
                 "FAITHJUDGE_BATCH_POLL_S": str(args.poll_s),
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 time.sleep(1.0)
                 cpu0 = service.cpu_seconds()
                 fake_cpu0 = fake.cpu_seconds()
-                accepted = rss.timed("upload_ingest", timings, sdk.submit, source, name="route")
+                accepted = rss.timed("upload_ingest", timings, sdk.submit_job, source, name="route")
                 store_after_ingest = _store_mb(data_dir, args.database_url, schema)
                 final = rss.timed(
                     "judging_and_scoring", timings, sdk.wait, accepted.id, timeout=3600

@@ -1,18 +1,18 @@
-"""Batch throughput of the service as achieved/ideal evaluator calls per second.
+"""Batch throughput of the service as achieved/ideal judge calls per second.
 
 The fake judge (``tests/fakes/judge_server.py``, ``quote_mode first_sentence``) answers every
 call after ``--latency-ms`` (500) of non-blocking delay; the service (a real ``faithjudge
-serve``, ``openai`` evaluator pointed at the fake, no cache, ``--concurrency`` 100 calls in
+serve``, ``openai`` judge pointed at the fake, no cache, ``--concurrency`` 100 calls in
 flight) scores a batch of ``--items`` (3000) distinct items uploaded through the SDK. With 3
 judge calls per item:
 
     ideal    = concurrency / latency                   (100 / 0.5 s = 200 calls/s)
-    achieved = evaluator calls / (completion - acceptance)
+    achieved = judge calls / (completion - acceptance)
     ratio    = achieved / ideal                        (target >= 0.85)
 
 The clock starts when the upload was accepted (every line stored) and stops when the SDK sees the
 batch completed, polling its status every ``--poll`` seconds (so the ratio is at most that much
-pessimistic). Evaluator calls are counted from the result lines (attempts per metric). The upload
+pessimistic). Judge calls are counted from the result lines (attempts per metric). The upload
 itself is reported apart, and a warm-up batch first opens the judge connections.
 Run: ``python -m benchmarks.service_batch_throughput``.
 """
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         write_items(source, args.items, args.seed)
         with FakeJudgeProcess(args.latency_ms, work) as judge:
             env = {
-                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
+                "FAITHJUDGE_JUDGE": "openai:fake-judge",
                 "FAITHJUDGE_OPENAI_BASE_URL": judge.base_url,
                 "FAITHJUDGE_OPENAI_API_KEY": "x",
                 "FAITHJUDGE_CACHE": "false",
@@ -67,13 +67,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 ServiceProcess(work / "data", work, env) as service,
                 FaithJudgeClient(service.base_url, BENCH_KEY) as sdk,
             ):
-                warm = sdk.submit(warmup, name="warm-up")
+                warm = sdk.submit_job(warmup, name="warm-up")
                 sdk.wait(warm.id, events=False, poll_interval=args.poll)
 
                 load0 = load_average()
                 service_cpu0, judge_cpu0 = service.cpu_seconds(), judge.cpu_seconds()
                 t0 = time.perf_counter()
-                accepted = sdk.submit(source, name="throughput")
+                accepted = sdk.submit_job(source, name="throughput")
                 t_accepted = time.perf_counter()
                 final = sdk.wait(accepted.id, events=False, poll_interval=args.poll)
                 t_done = time.perf_counter()
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rss_mb = service.rss_bytes() / 2**20
         outcome = read_outcome(results)
 
-    calls = outcome["evaluator_calls"]
+    calls = outcome["judge_calls"]
     scoring_wall = t_done - t_accepted
     achieved = calls / scoring_wall
     server_side_s = (final.updated_at - accepted.created_at).total_seconds()
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "poll_s": args.poll,
             "seed": args.seed,
             "metrics_per_item": 3,
-            "evaluator": "openai:fake-judge (aiohttp transport, no cache)",
+            "judge": "openai:fake-judge (aiohttp transport, no cache)",
             "service": "faithjudge serve (uvicorn, 1 process, SQLite job store)",
         },
         "machine": machine,
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "status": final.status,
             "accepted": accepted.accepted,
             "result_lines": lines,
-            "evaluator_calls": calls,
+            "judge_calls": calls,
             "upload_s": round(t_accepted - t0, 3),
             "scoring_wall_s": round(scoring_wall, 3),
             "server_side_s": round(server_side_s, 3),

@@ -2,7 +2,7 @@
 
 Three processes share the machine: the fake judge (``tests/fakes/judge_server.py``, every call
 answered after ``--latency-ms``, 100), the service (a real ``faithjudge serve`` with the
-``openai`` evaluator pointed at the fake, no cache) and this one, the load generator. For each
+``openai`` judge pointed at the fake, no cache) and this one, the load generator. For each
 level of ``--levels`` (1, 8, 32 requests in flight) the generator keeps that many ``/v1/score``
 requests going for ``--duration`` seconds after ``--warmup``, each a distinct ~2-3 KB CoT with
 the three metrics (3 judge calls per item, made in parallel by the service).
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "bodies": args.bodies,
             "mean_body_bytes": round(sum(map(len, bodies)) / len(bodies)),
             "metrics_per_item": 3,
-            "evaluator": "openai:fake-judge (aiohttp transport, no cache)",
+            "judge": "openai:fake-judge (aiohttp transport, no cache)",
             "service": "faithjudge serve (uvicorn, 1 process)",
             "seed": args.seed,
         },
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         work = Path(tmp)
         with FakeJudgeProcess(args.latency_ms, work) as judge:
             env = {
-                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
+                "FAITHJUDGE_JUDGE": "openai:fake-judge",
                 "FAITHJUDGE_OPENAI_BASE_URL": judge.base_url,
                 "FAITHJUDGE_OPENAI_API_KEY": "x",
                 "FAITHJUDGE_CACHE": "false",

@@ -4,7 +4,7 @@ Each synthetic item is a ~3 KB tagged CoT (smart quotes, a no-break space, ligat
 schema-valid judge answers (CF/CA/CT) quoting it 1-3 times; about a quarter of the quotes are
 100-200 characters long with 1-2 typos, so the approximate (edit-distance) path of
 ``locate_quote`` runs. One *item* is ``normalize(cot)`` plus ``verify()`` for the three metrics,
-exactly what ``Scorer`` does per item after the evaluator answered.
+exactly what ``Scorer`` does per item after the judge answered.
 
 Reference numbers, measured in the same run on the same items:
 

@@ -119,7 +119,7 @@ async def wait_for_status(
 ) -> dict[str, Any]:
     with anyio.fail_after(within):
         while True:
-            response = await client.get(f"/v1/batches/{batch_id}", headers=headers)
+            response = await client.get(f"/v1/jobs/{batch_id}", headers=headers)
             response.raise_for_status()
             body = response.json()
             if body["status"] in statuses:

@@ -1,8 +1,9 @@
 """Python client of the FaithJudge REST API (sync and async, over httpx).
 
 ``Client`` (``FaithJudgeClient``) and ``AsyncClient`` (``AsyncFaithJudgeClient``) score single
-CoTs, upload batches (streamed), wait on them with a progress callback, stream and download
-their results, fetch reports and list or cancel batches. The bodies are the service's own models
+CoTs, submit jobs (JSONL uploads, streamed), wait on them with a progress callback, stream and
+download their results, fetch reports and list or cancel jobs. The ``Batch*`` names are the older
+names of the ``Job*`` classes. The bodies are the service's own models
 (``faithjudge_client.bodies``, ``faithjudge_client.lines``); errors are the typed tree documented
 in ``faithjudge_client.errors``.
 
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
         BatchAccepted,
         BatchPage,
         BatchStatus,
+        JobAccepted,
+        JobPage,
+        JobRetry,
+        JobStatus,
+        JobTokens,
         LineRejection,
         Problem,
     )
@@ -52,8 +58,8 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "aio": ("AsyncFaithJudgeClient", "AsyncProgressCallback"),
-    "bodies": ("TERMINAL_STATES", "BatchAccepted", "BatchPage", "BatchStatus", "LineRejection",
-               "Problem"),
+    "bodies": ("TERMINAL_STATES", "BatchAccepted", "BatchPage", "BatchStatus", "JobAccepted",
+               "JobPage", "JobRetry", "JobStatus", "JobTokens", "LineRejection", "Problem"),
     "client": ("FaithJudgeClient", "ProgressCallback"),
     "errors": ("ApiError", "AuthError", "ClientError", "Conflict", "FaithJudgeError", "NotFound",
                "PayloadTooLarge", "ProtocolError", "RateLimited", "ServerError", "TransportError",
@@ -95,6 +101,11 @@ __all__ = [
     "FaithJudgeClient",
     "FaithJudgeError",
     "ItemResult",
+    "JobAccepted",
+    "JobPage",
+    "JobRetry",
+    "JobStatus",
+    "JobTokens",
     "LineRejection",
     "NotFound",
     "PayloadTooLarge",

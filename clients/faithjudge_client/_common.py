@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import time
+import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,14 +38,17 @@ __all__ = [
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT",
     "EVENTS_READ_TIMEOUT_S",
+    "JOBS",
+    "OLD_JOBS",
     "Body",
     "LineSplitter",
     "Source",
-    "batch_path",
     "count_complete_lines",
     "decode",
     "decode_json",
     "default_headers",
+    "deprecated_name",
+    "job_path",
     "json_body",
     "ndjson_body",
     "readiness_of",
@@ -60,7 +64,7 @@ M = TypeVar("M", bound=BaseModel)
 URL_ENV = "FAITHJUDGE_URL"
 KEY_ENV = "FAITHJUDGE_API_KEY"
 CHUNK_BYTES = 64 * 1024
-# Scoring one item may wait on an evaluator that retries for minutes; connecting should not.
+# Scoring one item may wait on a judge that retries for minutes; connecting should not.
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 # A quiet event stream is re-opened after this long, so a lost connection cannot hang a wait.
 EVENTS_READ_TIMEOUT_S = 30.0
@@ -69,9 +73,9 @@ DEFAULT_RETRY = RetryPolicy(max_retries=3, base=0.5, multiplier=2.0, max_delay=3
 _RETRY_SERVER_STATUSES = frozenset({500, 502, 503, 504})
 
 Line = BaseModel | Mapping[str, Any] | bytes | str
-"""One batch line: a ``ScoreRequest`` (or any model), a mapping, or JSON text."""
+"""One job line: a ``ScoreRequest`` (or any model), a mapping, or JSON text."""
 Source = str | os.PathLike[str] | bytes | IO[bytes] | Iterable[Line] | AsyncIterable[Line]
-"""What ``submit`` uploads: a file path, bytes, a binary file, or lines (sync or async)."""
+"""What ``submit_job`` uploads: a file path, bytes, a binary file, or lines (sync or async)."""
 
 
 def resolve_base_url(base_url: str | None) -> str:
@@ -111,7 +115,7 @@ def should_retry(exc: BaseException) -> bool:
     """Retry what says "not processed, try again": no answer at all, 429, 500/502/503/504.
 
     Every request the SDK sends may be repeated: GETs and DELETE are idempotent, scoring is a
-    pure function of its body, and a batch upload carries an ``Idempotency-Key``. Bodies that
+    pure function of its body, and a job upload carries an ``Idempotency-Key``. Bodies that
     cannot be sent twice (a one-shot stream) are never retried (see ``Body.replayable``).
     """
     if isinstance(exc, TransportError | RateLimited):
@@ -221,7 +225,7 @@ def json_body(payload: BaseModel | Mapping[str, Any]) -> Body:
 
 
 def ndjson_body(source: Source) -> Body:
-    """A batch upload body: a file path, bytes, a binary file, or an iterable of lines.
+    """A job upload body: a file path, bytes, a binary file, or an iterable of lines.
 
     Lines may be ``ScoreRequest`` models, mappings, or JSON text (bytes or str), one per item.
     A path or a seekable file is streamed from disk in chunks, never read whole.
@@ -232,10 +236,10 @@ def ndjson_body(source: Source) -> Body:
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if not path.is_file():
-            raise UserInputError(f"batch file not found: {path}", field="file")
+            raise UserInputError(f"job file not found: {path}", field="file")
         return Body(NDJSON, path.stat().st_size, True, _path=path)
     if isinstance(source, io.TextIOBase):
-        raise UserInputError("open the batch file in binary mode ('rb')", field="file")
+        raise UserInputError("open the job file in binary mode ('rb')", field="file")
     if hasattr(source, "read"):
         handle: IO[bytes] = source  # type: ignore[assignment]
         if handle.seekable():
@@ -289,7 +293,7 @@ def encode_line(item: Line) -> bytes:
     if isinstance(item, Mapping):
         return orjson.dumps(item) + b"\n"
     raise UserInputError(
-        f"cannot encode a {type(item).__name__} as a batch line: pass a ScoreRequest, a dict "
+        f"cannot encode a {type(item).__name__} as a job line: pass a ScoreRequest, a dict "
         "or JSON text",
         field="file",
     )
@@ -362,10 +366,26 @@ def count_complete_lines(path: Path) -> int:
 # ---------------------------------------------------------------- paths and clocks
 
 
-def batch_path(batch_id: str) -> str:
-    if not batch_id or not batch_id.strip():
-        raise UserInputError("the batch id is empty", field="batch_id")
-    return f"/v1/batches/{quote(batch_id, safe='')}"
+# Where the jobs are; servers from before the service's unit of work was called a job serve
+# them under OLD_JOBS only (a 404 on JOBS), newer ones under both.
+JOBS = "/v1/jobs"
+OLD_JOBS = "/v1/batches"
+
+
+def job_path(job_id: str, root: str = JOBS) -> str:
+    """The path of job ``job_id`` under ``root`` (``JOBS`` or ``OLD_JOBS``)."""
+    if not job_id or not job_id.strip():
+        raise UserInputError("the job id is empty", field="job_id")
+    return f"{root}/{quote(job_id, safe='')}"
+
+
+def deprecated_name(old: str, new: str) -> None:
+    """Warn the caller of a client method's older name (``old``) to call ``new`` instead."""
+    warnings.warn(
+        f"{old}() is deprecated: call {new}() instead (the service calls a batch a job)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def remaining(deadline: float | None) -> float:

@@ -25,6 +25,13 @@ __all__ = [
     "BatchTokens",
     "EvaluatorInfo",
     "Health",
+    "JobAccepted",
+    "JobPage",
+    "JobRetry",
+    "JobState",
+    "JobStatus",
+    "JobTokens",
+    "JudgeInfo",
     "KnowledgeBaseInfo",
     "KnowledgeBaseQuestion",
     "LineRejection",
@@ -41,8 +48,8 @@ NDJSON = "application/x-ndjson"
 PROBLEM_JSON = "application/problem+json"
 
 # "failed" is reserved for clients to handle: a line that cannot be scored gets an error result,
-# so batches of this version end "completed" or "cancelled".
-BatchState = Literal["queued", "running", "completed", "cancelled", "failed"]
+# so jobs of this version end "completed" or "cancelled".
+JobState = Literal["queued", "running", "completed", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "cancelled", "failed"})
 ReportFormat = Literal["json", "md", "html"]
 
@@ -56,9 +63,9 @@ class _Wire(BaseModel):
 
 
 class ProblemItem(_Wire):
-    """One error inside a problem: a rejected batch line, or one invalid field of a body."""
+    """One error inside a problem: a rejected job line, or one invalid field of a body."""
 
-    line: int | None = Field(default=None, description="1-based input line, for batch lines.")
+    line: int | None = Field(default=None, description="1-based input line, for job lines.")
     field: str | None = Field(default=None, description="Dotted path of the offending field.")
     reason: str
 
@@ -75,8 +82,8 @@ class Problem(_Wire):
                     "type": "about:blank",
                     "title": "Not Found",
                     "status": 404,
-                    "detail": "no batch 'b_01J...' for this tenant",
-                    "instance": "/v1/batches/b_01J...",
+                    "detail": "no job 'b_01J...' for this tenant",
+                    "instance": "/v1/jobs/b_01J...",
                 }
             ]
         },
@@ -90,11 +97,14 @@ class Problem(_Wire):
     errors: list[ProblemItem] | None = None
 
 
-# ---------------------------------------------------------------- batches
+# ---------------------------------------------------------------- jobs
+# A job is the service's unit of work: one uploaded JSONL body and its results. Before it was
+# called a job, the API called it a batch; the ``Batch*`` names at the end of this section are
+# those older names of the same classes. A provider's Batch API batch is a "provider batch".
 
 
 class LineRejection(_Wire):
-    """A batch line that was not accepted: it is not scored, and its result line is the error
+    """A job line that was not accepted: it is not scored, and its result line is the error
     result ``faithjudge score`` writes for it (in ``/results``, at its line number)."""
 
     line: int = Field(description="1-based line number in the uploaded body.")
@@ -105,8 +115,8 @@ class LineRejection(_Wire):
     question: str | None = Field(default=None, description="The line's question, if readable.")
 
 
-class BatchAccepted(_Wire):
-    """Answer of ``POST /v1/batches``: every accepted line is persisted before this is sent."""
+class JobAccepted(_Wire):
+    """Answer of ``POST /v1/jobs``: every accepted line is persisted before this is sent."""
 
     model_config = ConfigDict(
         extra="ignore",
@@ -129,7 +139,7 @@ class BatchAccepted(_Wire):
     )
 
     id: str
-    status: BatchState = "queued"
+    status: JobState = "queued"
     accepted: int
     rejected: list[LineRejection] = Field(
         default_factory=list,
@@ -138,7 +148,7 @@ class BatchAccepted(_Wire):
     rejected_total: int = Field(default=0, ge=0, description="Lines rejected in all.")
     created_at: datetime
     judge: str | None = Field(
-        default=None, description="The judge every line of the batch is scored with."
+        default=None, description="The judge every line of the job is scored with."
     )
 
     @model_validator(mode="before")
@@ -150,8 +160,8 @@ class BatchAccepted(_Wire):
         return data
 
 
-class BatchTokens(_Wire):
-    """The judge tokens of a batch's results: their ``provenance.tokens`` added up."""
+class JobTokens(_Wire):
+    """The judge tokens of a job's results: their ``provenance.tokens`` added up."""
 
     prompt: int = Field(default=0, ge=0)
     completion: int = Field(default=0, ge=0)
@@ -163,8 +173,8 @@ class BatchTokens(_Wire):
     )
 
 
-class BatchStatus(_Wire):
-    """Where a batch stands.
+class JobStatus(_Wire):
+    """Where a job stands.
 
     ``counts`` counts metric grades by status (``valid``, ``abstained``, ``invalid``; a KB
     miss, a grade that never reached the judge, is ``not_judged``) plus
@@ -200,7 +210,7 @@ class BatchStatus(_Wire):
 
     id: str
     name: str | None = None
-    status: BatchState
+    status: JobState
     created_at: datetime
     updated_at: datetime
     total: int = Field(description="Accepted lines.")
@@ -216,20 +226,20 @@ class BatchStatus(_Wire):
         "reports call them so), each with its result line in /results.",
     )
     cancelled: int = Field(
-        default=0, description="Accepted lines left unscored because the batch was cancelled."
+        default=0, description="Accepted lines left unscored because the job was cancelled."
     )
     detail: str | None = Field(
         default=None,
-        description="What the service says about the batch: the provider Batch API phase's "
-        "progress and totals on the batch route, why the batch failed, or that it completed "
+        description="What the service says about the job: the provider Batch API phase's "
+        "progress and totals on the batch route, why the job failed, or that it completed "
         "without one grade reaching the judge.",
     )
     judge: str | None = Field(
         default=None,
-        description="The judge the batch was uploaded under; only a worker offering it scores "
-        "the batch (until one does, it waits and ``detail`` says so).",
+        description="The judge the job was uploaded under; only a worker offering it scores "
+        "the job (until one does, it waits and ``detail`` says so).",
     )
-    tokens: BatchTokens | None = Field(
+    tokens: JobTokens | None = Field(
         default=None,
         description="The judge tokens of the results so far: their `provenance.tokens` added "
         "up, answers the response cache gave included (absent from older servers).",
@@ -247,9 +257,9 @@ class BatchStatus(_Wire):
         return self.status in TERMINAL_STATES
 
 
-class BatchRetry(_Wire):
-    """Answer of ``POST /v1/batches/{id}/retry``: how many lines were queued again, and the
-    batch's status after it (``queued`` when there were any)."""
+class JobRetry(_Wire):
+    """Answer of ``POST /v1/jobs/{id}/retry``: how many lines were queued again, and the
+    job's status after it (``queued`` when there were any)."""
 
     model_config = ConfigDict(
         extra="ignore",
@@ -258,7 +268,7 @@ class BatchRetry(_Wire):
             "examples": [
                 {
                     "requeued": 12,
-                    "batch": {
+                    "job": {
                         "id": "b_0193f1c2a4e07d3b9c2f5e6a7b8c9d0e",
                         "status": "queued",
                         "created_at": "2026-01-01T12:00:00Z",
@@ -274,11 +284,26 @@ class BatchRetry(_Wire):
     )
 
     requeued: int = Field(description="Lines whose transport failure is scored again.")
-    batch: BatchStatus
+    job: JobStatus
+    batch: JobStatus = Field(
+        description="The same status under its older name: SDKs before the rename require it.",
+        json_schema_extra={"deprecated": True},
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _both_names(cls, data: Any) -> Any:
+        # an older server sends only ``batch``; this side writes both, so older SDKs still read
+        if isinstance(data, dict):
+            if "job" not in data and "batch" in data:
+                return {**data, "job": data["batch"]}
+            if "batch" not in data and "job" in data:
+                return {**data, "batch": data["job"]}
+        return data
 
 
-class BatchPage(_Wire):
-    """One page of the tenant's batches, newest first."""
+class JobPage(_Wire):
+    """One page of the tenant's jobs, newest first."""
 
     model_config = ConfigDict(
         extra="ignore",
@@ -286,15 +311,25 @@ class BatchPage(_Wire):
         json_schema_extra={"examples": [{"items": [], "next_cursor": None}]},
     )
 
-    items: list[BatchStatus]
+    items: list[JobStatus]
     next_cursor: str | None = None
+
+
+# The names of these classes before the service's unit of work was called a job: kept, so code
+# written against them goes on working (they are the same classes, not copies).
+BatchState = JobState
+BatchAccepted = JobAccepted
+BatchTokens = JobTokens
+BatchStatus = JobStatus
+BatchRetry = JobRetry
+BatchPage = JobPage
 
 
 # ---------------------------------------------------------------- frozen configuration
 
 
-class EvaluatorInfo(_Wire):
-    """The frozen evaluator configuration: what makes two runs comparable."""
+class JudgeInfo(_Wire):
+    """The frozen judge configuration: what makes two runs comparable."""
 
     model_config = ConfigDict(
         extra="ignore",
@@ -327,7 +362,10 @@ class EvaluatorInfo(_Wire):
         default=None,
         description="The name to pick this judge by (``judge`` of the scoring endpoints).",
     )
-    evaluator: str
+    evaluator: str = Field(
+        description="Deprecated: the judge's spec under its older name (the same value as "
+        "``judge``), still sent so that older SDKs read this body.",
+    )
     model: str | None = None
     temperature: float | None = None
     seed: int | None = None
@@ -372,7 +410,11 @@ class ServiceConfig(_Wire):
     )
 
     default_judge: str = Field(description="The judge used when a request names none.")
-    judges: list[EvaluatorInfo]
+    judges: list[JudgeInfo]
+
+
+EvaluatorInfo = JudgeInfo
+"""The older name of ``JudgeInfo`` (the same class), kept so code written against it works."""
 
 
 class KnowledgeBaseQuestion(_Wire):
@@ -470,10 +512,14 @@ class Readiness(_Wire):
         extra="ignore",
         frozen=True,
         json_schema_extra={
-            "examples": [{"status": "ready", "checks": {"store": "ok", "evaluator": "ok"}}]
+            "examples": [
+                {"status": "ready", "checks": {"store": "ok", "judge": "ok", "evaluator": "ok"}}
+            ]
         },
     )
     status: Literal["ready", "not_ready"]
     checks: dict[str, str] = Field(
-        default_factory=dict, description="Each check: 'ok' or what is wrong."
+        default_factory=dict,
+        description="Each check: 'ok' or what is wrong. ``evaluator`` repeats ``judge`` under "
+        "its deprecated name.",
     )

@@ -2,21 +2,26 @@
 
     with FaithJudgeClient("http://127.0.0.1:8000", api_key="...") as fj:
         result = fj.score({"question": ..., "ground_truth": ..., "cot": ...})
-        batch = fj.submit("requests.jsonl")             # streamed from disk
-        status = fj.wait(batch.id, progress=print)      # server-sent events, polling as fallback
-        for item in fj.iter_results(batch.id):          # resumes by offset if the stream breaks
+        job = fj.submit_job("requests.jsonl")           # streamed from disk
+        status = fj.wait(job.id, progress=print)        # server-sent events, polling as fallback
+        for item in fj.iter_results(job.id):            # resumes by offset if the stream breaks
             ...
 
 ``base_url`` and ``api_key`` default to ``$FAITHJUDGE_URL`` and ``$FAITHJUDGE_API_KEY``. Errors are
 the typed tree of ``faithjudge_client.errors``. ``AsyncFaithJudgeClient``
 (``faithjudge_client.aio``) has the
 same methods, awaitable.
+
+The jobs are served under ``/v1/jobs``; a server from before that name answers 404 there, and the
+client then uses its ``/v1/batches`` (and keeps to it). The methods' older names (``submit``,
+``get_batch``, ``cancel``, ``list_batches``, ``iter_batches``) still work and warn.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,14 +35,17 @@ from faithjudge_client._common import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
     EVENTS_READ_TIMEOUT_S,
+    JOBS,
+    OLD_JOBS,
     Body,
     LineSplitter,
     Source,
-    batch_path,
     count_complete_lines,
     decode,
     decode_json,
     default_headers,
+    deprecated_name,
+    job_path,
     json_body,
     ndjson_body,
     readiness_of,
@@ -50,25 +58,31 @@ from faithjudge_client._common import (
 )
 from faithjudge_client.bodies import (
     NDJSON,
-    BatchAccepted,
-    BatchPage,
-    BatchRetry,
-    BatchStatus,
-    EvaluatorInfo,
     Health,
+    JobAccepted,
+    JobPage,
+    JobRetry,
+    JobStatus,
+    JudgeInfo,
     KnowledgeBaseInfo,
     ModificationCatalogue,
     Readiness,
     ReportFormat,
     ServiceConfig,
 )
-from faithjudge_client.errors import ApiError, TransportError, WaitTimeout, error_from_response
+from faithjudge_client.errors import (
+    ApiError,
+    NotFound,
+    TransportError,
+    WaitTimeout,
+    error_from_response,
+)
 from faithjudge_client.lines import ItemResult, ScoreRequest
 from faithjudge_client.retry import RetryPolicy
 
 __all__ = ["FaithJudgeClient", "ProgressCallback"]
 
-ProgressCallback = Callable[[BatchStatus], object]
+ProgressCallback = Callable[[JobStatus], object]
 
 
 class FaithJudgeClient:
@@ -94,6 +108,7 @@ class FaithJudgeClient:
         self.base_url = resolve_base_url(base_url)
         self.retry = retry
         self._sleep = sleep
+        self._jobs_root: str | None = None  # JOBS or OLD_JOBS, once the server has told
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=default_headers(resolve_api_key(api_key), headers),
@@ -121,7 +136,71 @@ class FaithJudgeClient:
         response = self._request("POST", "/v1/score", body=json_body(request), params=params)
         return decode(ItemResult, response.content)
 
-    # ------------------------------------------------------------ batches
+    # ------------------------------------------------------------ jobs
+
+    def submit_job(
+        self,
+        source: Source,
+        *,
+        name: str | None = None,
+        idempotency_key: str | None = None,
+        judge: str | None = None,
+    ) -> JobAccepted:
+        """Upload a job (``POST /v1/jobs``), streaming ``source`` as NDJSON.
+
+        ``source`` is a file path, bytes, a binary file or an iterable of lines. Rejected lines
+        come back in ``rejected`` with their numbers; when no line is valid the server answers
+        422 and this raises ``ValidationFailed`` listing them. The upload is retried with the
+        same ``idempotency_key`` (a fresh one when not given), so a retry never makes a second
+        job. ``judge`` picks the judge every line is scored with (one the service offers,
+        ``config()``); unset, the service's default. The job keeps it for good.
+        """
+        body = ndjson_body(source)
+        if not body.replayable and self._jobs_root is None:
+            # a one-shot stream cannot be sent again to an older server's path: ask first
+            self.jobs(limit=1)
+        headers = {"idempotency-key": idempotency_key or uuid.uuid4().hex}
+        params = {k: v for k, v in (("name", name), ("judge", judge)) if v is not None}
+        response = self._jobs_request("POST", "", body=body, headers=headers, params=params)
+        return decode(JobAccepted, response.content)
+
+    def job(self, job_id: str) -> JobStatus:
+        """Where job ``job_id`` stands (``GET /v1/jobs/{id}``)."""
+        response = self._jobs_request("GET", job_path(job_id, ""))
+        return decode(JobStatus, response.content)
+
+    def cancel_job(self, job_id: str) -> JobStatus:
+        """Cancel a job; lines already scored keep their results."""
+        response = self._jobs_request("DELETE", job_path(job_id, ""))
+        return decode(JobStatus, response.content)
+
+    def retry_failed(self, job_id: str) -> JobRetry:
+        """Score again the lines of a completed job whose grades failed at the transport stage
+        (the judge was down), once the judge is back (``POST /v1/jobs/{id}/retry``); the
+        other lines keep their results. ``requeued`` is 0 when there was none; a job not yet
+        completed, cancelled or failed raises ``Conflict``."""
+        response = self._jobs_request("POST", f"{job_path(job_id, '')}/retry")
+        return decode(JobRetry, response.content)
+
+    def jobs(self, *, limit: int = 50, cursor: str | None = None) -> JobPage:
+        """One page of this API key's jobs, newest first; pass ``next_cursor`` as ``cursor``."""
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        response = self._jobs_request("GET", "", params=params)
+        return decode(JobPage, response.content)
+
+    def iter_jobs(self, *, page_size: int = 50) -> Iterator[JobStatus]:
+        """Every job of this API key, newest first, following the pages."""
+        cursor: str | None = None
+        while True:
+            page = self.jobs(limit=page_size, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    # the names before the service's unit of work was called a job
 
     def submit(
         self,
@@ -130,66 +209,41 @@ class FaithJudgeClient:
         name: str | None = None,
         idempotency_key: str | None = None,
         judge: str | None = None,
-    ) -> BatchAccepted:
-        """Upload a batch (``POST /v1/batches``), streaming ``source`` as NDJSON.
+    ) -> JobAccepted:
+        """Deprecated name of ``submit_job``."""
+        deprecated_name("submit", "submit_job")
+        return self.submit_job(source, name=name, idempotency_key=idempotency_key, judge=judge)
 
-        ``source`` is a file path, bytes, a binary file or an iterable of lines. Rejected lines
-        come back in ``rejected`` with their numbers; when no line is valid the server answers
-        422 and this raises ``ValidationFailed`` listing them. The upload is retried with the
-        same ``idempotency_key`` (a fresh one when not given), so a retry never makes a second
-        batch. ``judge`` picks the judge every line is scored with (one the service offers,
-        ``config()``); unset, the service's default. The batch keeps it for good.
-        """
-        body = ndjson_body(source)
-        headers = {"idempotency-key": idempotency_key or uuid.uuid4().hex}
-        params = {k: v for k, v in (("name", name), ("judge", judge)) if v is not None}
-        response = self._request("POST", "/v1/batches", body=body, headers=headers, params=params)
-        return decode(BatchAccepted, response.content)
+    def get_batch(self, batch_id: str) -> JobStatus:
+        """Deprecated name of ``job``."""
+        deprecated_name("get_batch", "job")
+        return self.job(batch_id)
 
-    def get_batch(self, batch_id: str) -> BatchStatus:
-        response = self._request("GET", batch_path(batch_id))
-        return decode(BatchStatus, response.content)
+    def cancel(self, batch_id: str) -> JobStatus:
+        """Deprecated name of ``cancel_job``."""
+        deprecated_name("cancel", "cancel_job")
+        return self.cancel_job(batch_id)
 
-    def cancel(self, batch_id: str) -> BatchStatus:
-        """Cancel a batch; lines already scored keep their results."""
-        response = self._request("DELETE", batch_path(batch_id))
-        return decode(BatchStatus, response.content)
+    def list_batches(self, *, limit: int = 50, cursor: str | None = None) -> JobPage:
+        """Deprecated name of ``jobs``."""
+        deprecated_name("list_batches", "jobs")
+        return self.jobs(limit=limit, cursor=cursor)
 
-    def retry_failed(self, batch_id: str) -> BatchRetry:
-        """Score again the lines of a completed batch whose grades failed at the transport stage
-        (the judge was down), once the judge is back (``POST /v1/batches/{id}/retry``); the
-        other lines keep their results. ``requeued`` is 0 when there was none; a batch not yet
-        completed, cancelled or failed raises ``Conflict``."""
-        response = self._request("POST", f"{batch_path(batch_id)}/retry")
-        return decode(BatchRetry, response.content)
-
-    def list_batches(self, *, limit: int = 50, cursor: str | None = None) -> BatchPage:
-        params: dict[str, Any] = {"limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        response = self._request("GET", "/v1/batches", params=params)
-        return decode(BatchPage, response.content)
-
-    def iter_batches(self, *, page_size: int = 50) -> Iterator[BatchStatus]:
-        """Every batch of this API key, newest first, following the pages."""
-        cursor: str | None = None
-        while True:
-            page = self.list_batches(limit=page_size, cursor=cursor)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+    def iter_batches(self, *, page_size: int = 50) -> Iterator[JobStatus]:
+        """Deprecated name of ``iter_jobs``."""
+        deprecated_name("iter_batches", "iter_jobs")
+        return self.iter_jobs(page_size=page_size)
 
     def wait(
         self,
-        batch_id: str,
+        job_id: str,
         *,
         progress: ProgressCallback | None = None,
         timeout: float | None = None,
         poll_interval: float = 1.0,
         events: bool = True,
-    ) -> BatchStatus:
-        """Block until the batch is completed, cancelled or failed; return its last status.
+    ) -> JobStatus:
+        """Block until the job is completed, cancelled or failed; return its last status.
 
         ``progress`` is called with each status seen. With ``events`` the server's event stream
         is followed (re-opened, after a status check, whenever it breaks or stays quiet);
@@ -198,8 +252,8 @@ class FaithJudgeClient:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         watch = self._watch_events if events else self._watch_polling
-        last: BatchStatus | None = None
-        for status in watch(batch_id, deadline, poll_interval):
+        last: JobStatus | None = None
+        for status in watch(job_id, deadline, poll_interval):
             last = status
             if progress is not None:
                 progress(status)
@@ -208,13 +262,13 @@ class FaithJudgeClient:
             if deadline is not None and time.monotonic() >= deadline:
                 break
         raise WaitTimeout(
-            f"batch {batch_id} still {last.status if last else 'unknown'} after {timeout} s",
+            f"job {job_id} still {last.status if last else 'unknown'} after {timeout} s",
             last=last,
         )
 
     def iter_result_lines(
         self,
-        batch_id: str,
+        job_id: str,
         *,
         offset: int = 0,
         follow: bool = False,
@@ -222,18 +276,18 @@ class FaithJudgeClient:
     ) -> Iterator[bytes]:
         """Result lines (raw JSON, in input order) from result index ``offset`` (0-based).
 
-        While a batch runs the server sends the prefix done so far; with ``follow`` the stream
-        goes on until the batch has ended, asking for the next lines every ``poll_interval``
+        While a job runs the server sends the prefix done so far; with ``follow`` the stream
+        goes on until the job has ended, asking for the next lines every ``poll_interval``
         seconds. A stream that breaks is re-opened at the first line not yet yielded, up to
         ``retry.max_retries`` times in a row.
         """
         position, failures = offset, 0
         while True:
-            # Read the status first: a batch that had ended before the stream opened is whole.
-            ended = self.get_batch(batch_id).terminal if follow else True
-            response = self._request(
+            # Read the status first: a job that had ended before the stream opened is whole.
+            ended = self.job(job_id).terminal if follow else True
+            response = self._jobs_request(
                 "GET",
-                f"{batch_path(batch_id)}/results",
+                f"{job_path(job_id, root='')}/results",
                 params={"offset": position},
                 headers={"accept": NDJSON},
                 stream=True,
@@ -261,49 +315,60 @@ class FaithJudgeClient:
             self._sleep(poll_interval)
 
     def iter_results(
-        self, batch_id: str, *, offset: int = 0, follow: bool = False, poll_interval: float = 1.0
+        self, job_id: str, *, offset: int = 0, follow: bool = False, poll_interval: float = 1.0
     ) -> Iterator[ItemResult]:
         """``iter_result_lines`` parsed into ``ItemResult`` models."""
         lines = self.iter_result_lines(
-            batch_id, offset=offset, follow=follow, poll_interval=poll_interval
+            job_id, offset=offset, follow=follow, poll_interval=poll_interval
         )
         for line in lines:
             yield decode(ItemResult, line)
 
     def download_results(
-        self, batch_id: str, path: str | Path, *, resume: bool = False, follow: bool = False
+        self, job_id: str, path: str | Path, *, resume: bool = False, follow: bool = False
     ) -> int:
         """Write the result lines to ``path``; returns how many lines this call wrote.
 
         With ``resume`` the complete lines already in ``path`` are kept (a torn last line is
         cut) and only the rest is fetched; without it ``path`` is overwritten. ``follow`` keeps
-        writing until the batch has ended (see ``iter_result_lines``).
+        writing until the job has ended (see ``iter_result_lines``).
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         offset = count_complete_lines(path) if resume and path.exists() else 0
         written = 0
         with path.open("ab" if resume else "wb") as sink:
-            for line in self.iter_result_lines(batch_id, offset=offset, follow=follow):
+            for line in self.iter_result_lines(job_id, offset=offset, follow=follow):
                 sink.write(line + b"\n")
                 written += 1
         return written
 
     @overload
-    def report(self, batch_id: str, format: Literal["json"] = "json") -> dict[str, Any]: ...
+    def report(self, job_id: str, format: Literal["json"] = "json") -> dict[str, Any]: ...
     @overload
-    def report(self, batch_id: str, format: Literal["md", "html"]) -> str: ...
-    def report(self, batch_id: str, format: ReportFormat = "json") -> dict[str, Any] | str:
+    def report(self, job_id: str, format: Literal["md", "html"]) -> str: ...
+    def report(self, job_id: str, format: ReportFormat = "json") -> dict[str, Any] | str:
         """The report of the lines done so far: a dict for ``json``, text for ``md``/``html``."""
-        response = self._request("GET", f"{batch_path(batch_id)}/report", params={"format": format})
+        response = self._jobs_request(
+            "GET", f"{job_path(job_id, root='')}/report", params={"format": format}
+        )
         return decode_json(response) if format == "json" else response.text
 
     # ------------------------------------------------------------ service facts
 
-    def evaluator(self, judge: str | None = None) -> EvaluatorInfo:
+    def judge(self, judge: str | None = None) -> JudgeInfo:
         """One judge's frozen configuration (unset: the default judge's)."""
         params = {"judge": judge} if judge is not None else None
-        return decode(EvaluatorInfo, self._request("GET", "/v1/evaluator", params=params).content)
+        try:
+            response = self._request("GET", "/v1/judge", params=params)
+        except NotFound:  # a server from before the path was renamed (an unknown judge is 422)
+            response = self._request("GET", "/v1/evaluator", params=params)
+        return decode(JudgeInfo, response.content)
+
+    def evaluator(self, judge: str | None = None) -> JudgeInfo:
+        """Deprecated name of ``judge``."""
+        warnings.warn("evaluator() is deprecated: call judge() instead", DeprecationWarning, 2)
+        return self.judge(judge)
 
     def config(self) -> ServiceConfig:
         """The judges the service offers, the default first (``GET /v1/config``)."""
@@ -381,16 +446,32 @@ class FaithJudgeClient:
         )
         return retrying(attempt)
 
+    def _jobs_request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """``_request`` to ``path`` under the server's jobs root (``path`` starts with ``/`` or
+        is empty). Until the server has answered there, a 404 at ``/v1/jobs`` is asked again at
+        ``/v1/batches``: an older server serves only that, and the client then keeps to it."""
+        if self._jobs_root is not None:
+            return self._request(method, self._jobs_root + path, **kwargs)
+        try:
+            response = self._request(method, JOBS + path, **kwargs)
+        except NotFound:
+            # the same 404 again when the job is unknown; from an older server, its answer
+            response = self._request(method, OLD_JOBS + path, **kwargs)
+            self._jobs_root = OLD_JOBS
+            return response
+        self._jobs_root = JOBS
+        return response
+
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
         return self.retry.delay(state.attempt_number - 1, retry_after=retry_after_of(exc))
 
     @contextmanager
-    def _open_events(self, batch_id: str, read_timeout: float) -> Iterator[EventSource]:
+    def _open_events(self, job_id: str, read_timeout: float) -> Iterator[EventSource]:
         timeout = self._http.timeout
-        response = self._request(
+        response = self._jobs_request(
             "GET",
-            f"{batch_path(batch_id)}/events",
+            f"{job_path(job_id, root='')}/events",
             headers={"accept": "text/event-stream", "cache-control": "no-store"},
             stream=True,
             http_timeout=httpx.Timeout(timeout.connect or 10.0, read=read_timeout),
@@ -401,17 +482,17 @@ class FaithJudgeClient:
             response.close()
 
     def _watch_events(
-        self, batch_id: str, deadline: float | None, poll_interval: float
-    ) -> Iterator[BatchStatus]:
+        self, job_id: str, deadline: float | None, poll_interval: float
+    ) -> Iterator[JobStatus]:
         while True:
             read_timeout = EVENTS_READ_TIMEOUT_S
             if deadline is not None:
                 read_timeout = max(0.1, min(read_timeout, deadline - time.monotonic()))
             try:
-                with self._open_events(batch_id, read_timeout) as source:
+                with self._open_events(job_id, read_timeout) as source:
                     for event in source.iter_sse():
                         if event.event == "progress":
-                            status = decode(BatchStatus, event.data)
+                            status = decode(JobStatus, event.data)
                             yield status
                             if status.terminal:
                                 return
@@ -419,21 +500,21 @@ class FaithJudgeClient:
                             break
             except SSEError:
                 # Not an event stream (a proxy in between, an older server): poll instead.
-                yield from self._watch_polling(batch_id, deadline, poll_interval)
+                yield from self._watch_polling(job_id, deadline, poll_interval)
                 return
             except (httpx.TransportError, TransportError):
                 pass  # the stream broke or stayed quiet: check the status, then listen again
-            status = self.get_batch(batch_id)
+            status = self.job(job_id)
             yield status
             if status.terminal or (deadline is not None and time.monotonic() >= deadline):
                 return
             self._sleep(min(poll_interval, remaining(deadline)))
 
     def _watch_polling(
-        self, batch_id: str, deadline: float | None, poll_interval: float
-    ) -> Iterator[BatchStatus]:
+        self, job_id: str, deadline: float | None, poll_interval: float
+    ) -> Iterator[JobStatus]:
         while True:
-            status = self.get_batch(batch_id)
+            status = self.job(job_id)
             yield status
             if status.terminal or (deadline is not None and time.monotonic() >= deadline):
                 return

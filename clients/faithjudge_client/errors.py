@@ -7,7 +7,7 @@
         ├── ApiError                the server answered with an error status (``status``,
         │   │                       ``problem``: the parsed ``application/problem+json``)
         │   ├── AuthError               401 / 403: missing or wrong API key
-        │   ├── NotFound                404: unknown batch, or another tenant's
+        │   ├── NotFound                404: unknown job, or another tenant's
         │   ├── Conflict                409: idempotency key reused with a different body
         │   ├── PayloadTooLarge         413: the body is over the server's limit
         │   ├── UnsupportedMediaType    415
@@ -16,7 +16,7 @@
         │   └── ServerError             5xx
         ├── TransportError          no answer: connection refused or lost, timeout, bad stream
         ├── ProtocolError           an answer that breaks the wire contract (not this API?)
-        └── WaitTimeout             ``wait`` gave up before the batch ended
+        └── WaitTimeout             ``wait`` gave up before the job ended
 
 Errors are chosen by status code alone (never by message text), in ``error_from_response``.
 """
@@ -69,7 +69,7 @@ class ProtocolError(ClientError):
 
 
 class WaitTimeout(ClientError):
-    """The batch did not reach a terminal status in time; ``last`` is the last status seen."""
+    """The job did not reach a terminal status in time; ``last`` is the last status seen."""
 
     def __init__(self, message: str, *, last: Any = None) -> None:
         super().__init__(message)
@@ -99,7 +99,7 @@ class ApiError(ClientError):
 
     @property
     def errors(self) -> list[ProblemItem]:
-        """Each offending field or batch line, as the server listed them."""
+        """Each offending field or job line, as the server listed them."""
         return list(self.problem.errors or [])
 
 
@@ -108,7 +108,7 @@ class AuthError(ApiError):
 
 
 class NotFound(ApiError):
-    """404: no such batch for this API key (another tenant's batches are 404 too)."""
+    """404: no such job for this API key (another tenant's jobs are 404 too)."""
 
 
 class Conflict(ApiError):
@@ -124,7 +124,7 @@ class UnsupportedMediaType(ApiError):
 
 
 class ValidationFailed(ApiError):
-    """422: the body (or every line of a batch) is invalid; ``errors`` says where and why."""
+    """422: the body (or every line of a job) is invalid; ``errors`` says where and why."""
 
 
 class RateLimited(ApiError):

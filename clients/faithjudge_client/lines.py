@@ -18,6 +18,7 @@ from pydantic import (
     StringConstraints,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from faithjudge_client.metric_catalogue import BUILT_IN_METRICS, is_metric, metric_names
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_COT_CHARS",
     "METRICS",
     "NO_BASELINE",
+    "OLDER_PROVENANCE_KEYS",
     "Baseline",
     "CacheStats",
     "Concept",
@@ -300,13 +302,21 @@ class CacheStats(_Strict):
     misses: int = 0
 
 
+OLDER_PROVENANCE_KEYS = {
+    "evaluator": "judge",
+    "evaluator_model": "judge_model",
+    "evaluator_settings_sha256": "judge_settings_sha256",
+}
+"""Provenance keys of lines written before the judge was called a judge: read, never written."""
+
+
 class Provenance(_Strict):
-    evaluator: str
+    judge: str
     route: Literal["live", "batch"] = "live"
-    evaluator_model: str | None = None
-    evaluator_settings_sha256: str | None = None
+    judge_model: str | None = None
+    judge_settings_sha256: str | None = None
     judge_sha256: str | None = None
-    """Hash of everything that decides a grade: the evaluator and its settings, the prompt set,
+    """Hash of everything that decides a grade: the judge and its settings, the prompt set,
     the knowledge base and the scoring settings (None in lines written before it was kept).
     Lines of one judge share it; a resumed run refuses an output of another judge by it."""
     fingerprint: str | None = None
@@ -329,6 +339,20 @@ class Provenance(_Strict):
     whose outputs stay byte for byte reproducible) and in lines written before it was kept, so
     an SDK that predates it still reads the line."""
     tokens: TokenUsage = Field(default_factory=TokenUsage)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_names(cls, data: Any) -> Any:
+        # an output resumed, retried, reported or validated may predate the rename
+        if not isinstance(data, dict) or not any(key in data for key in OLDER_PROVENANCE_KEYS):
+            return data
+        renamed = dict(data)
+        for old, new in OLDER_PROVENANCE_KEYS.items():
+            if old in renamed:
+                if new in renamed:
+                    raise ValueError(f"both {new!r} and its older name {old!r} are given")
+                renamed[new] = renamed.pop(old)
+        return renamed
 
 
 class ItemResult(_Strict):

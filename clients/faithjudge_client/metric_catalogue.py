@@ -5,7 +5,7 @@ validation iterate over this catalogue instead of naming metrics. A shipped metr
 line in ``_BUILT_IN``; a plugin's is one ``register_metric`` call, or one entry point of its
 installed package in the ``faithjudge.metrics`` group. Either way it brings its
 assets (the output schema, one system and one user template in every prompt set) and, for the
-offline evaluator, a lexicon rule registered under its name (docs/ARCHITECTURE.md, "A new
+offline judge, a lexicon rule registered under its name (docs/ARCHITECTURE.md, "A new
 metric", lists every step and the test that follows them).
 
 Besides the graded metrics there is one derived score, confidence calibration (CC, METHODS
@@ -71,7 +71,7 @@ class MetricSpec:
     title: str
     """Human title (``clinical fidelity``)."""
     schema_file: str
-    """File name of the evaluator-output JSON Schema, in the schema asset folder."""
+    """File name of the judge-output JSON Schema, in the schema asset folder."""
     prompt_inputs: tuple[str, ...] = ()
     """Inputs the prompt templates may use besides the CoT, in the order they are built."""
     signals: tuple[str, ...] = ()

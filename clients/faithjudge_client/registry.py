@@ -1,4 +1,4 @@
-"""Named registries of pluggable parts: metrics, lexicon rules, evaluator backends, job stores.
+"""Named registries of pluggable parts: metrics, lexicon rules, judge backends, job stores.
 
 One mechanism for all of them. ``register(name, entry)`` takes the object itself or a lazy
 ``"package.module:object"`` reference that is imported the first time the entry is used, so
@@ -10,7 +10,7 @@ Registering a name twice with the same entry is allowed (a plugin imported twice
 entry under a name already taken raises :class:`NameClash` unless ``replace=True``. Looking up a
 name that is not registered raises :class:`UnknownName`, which lists the known names.
 
-A registry with an entry-point ``group`` (``faithjudge.evaluators``, ``faithjudge.metrics``,
+A registry with an entry-point ``group`` (``faithjudge.judges``, ``faithjudge.metrics``,
 ``faithjudge.lexicon_rules``, ``faithjudge.job_stores``) also holds what installed packages
 declare there: each entry point ``name = package.module:object`` is one more entry after those
 registered in code, read from
@@ -18,7 +18,10 @@ the packages' metadata the first time the registry is read, and imported only wh
 is used, like a lazy reference. An entry point that cannot be imported, or whose object the
 registry's ``adapt`` refuses, raises :class:`PluginError` naming the distribution and the entry
 point, and only where that entry is used: listing the names never fails. An entry point under a
-name already registered in code is passed over with a :class:`PluginWarning`.
+name already registered in code is passed over with a :class:`PluginWarning`. A group that was
+renamed stays readable as one of the registry's ``old_groups`` (``faithjudge.evaluators``, now
+``faithjudge.judges``): its entry points register after the group's own, each with a
+``DeprecationWarning`` naming the group to move to.
 
 Pure and a leaf: the standard library only, so the metric catalogue can build on it.
 """
@@ -143,6 +146,8 @@ class Registry(Generic[T]):
     ``group`` is the entry-point group installed packages add entries through, and ``adapt``
     turns the object such an entry point names into an entry (raising ``TypeError`` or
     ``ValueError`` with the reason it is refused); without it the object is the entry.
+    ``old_groups`` are earlier names of ``group``, still read (a name the group itself
+    declares wins).
     """
 
     def __init__(
@@ -151,9 +156,11 @@ class Registry(Generic[T]):
         *,
         group: str | None = None,
         adapt: Callable[[str, object], T] | None = None,
+        old_groups: tuple[str, ...] = (),
     ) -> None:
         self.kind = kind
         self.group = group
+        self.old_groups = old_groups
         self._adapt = adapt
         self._discovered = group is None
         self._slots: dict[str, _Slot[T]] = {}
@@ -268,6 +275,20 @@ class Registry(Generic[T]):
                     self._pass_over(point)
                     continue
                 self._slots[point.name] = _Slot(point.value, plugin=point)
+            for old in self.old_groups:
+                for point in _installed(old):
+                    if point.name in self._slots:
+                        # a package that declares the name in both groups, or one code took
+                        if self._slots[point.name].plugin is None:
+                            self._pass_over(point)
+                        continue
+                    warnings.warn(
+                        f"{self.kind} {point.name!r} of {_origin(point)}: the group {old} is "
+                        f"deprecated, declare the entry point in {self.group} instead",
+                        DeprecationWarning,
+                        stacklevel=3,
+                    )
+                    self._slots[point.name] = _Slot(point.value, plugin=point)
             self._values = None
         return self._slots
 

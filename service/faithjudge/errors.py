@@ -4,7 +4,7 @@
     ├── UserInputError        bad request, line, file or option: the caller can fix it
     │   └── UnknownQuestionError   no KB entry for a question (failure stage ``kb``)
     ├── ConfigError           the service or an asset (schema, prompt set, KB) is misconfigured
-    ├── EvaluatorError        unreachable or kept failing (stage ``transport``)
+    ├── JudgeError            unreachable or kept failing (stage ``transport``)
     └── JudgeOutputInvalid    an answer that fails parse, schema or evidence checks
 
 HTTP mapping and CLI exit codes are decided in one place each (the API's error handlers and the
@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "EvaluatorError",
     "FaithJudgeError",
+    "JudgeError",
     "JudgeOutputInvalid",
     "UnknownQuestionError",
     "UserInputError",
@@ -29,8 +30,8 @@ class UnknownQuestionError(UserInputError):
     """No knowledge-base entry matches the question and none was given inline."""
 
 
-class EvaluatorError(FaithJudgeError):
-    """The evaluator call failed for good (retries exhausted or a non-retryable error).
+class JudgeError(FaithJudgeError):
+    """The judge call failed for good (retries exhausted or a non-retryable error).
 
     ``status`` is the HTTP status when there was one; ``attempts`` counts every try made.
     """
@@ -49,8 +50,13 @@ class EvaluatorError(FaithJudgeError):
         self.attempts = attempts
 
 
+EvaluatorError = JudgeError
+"""The older name of ``JudgeError`` (the same class): plugins written before the rename catch
+and raise it."""
+
+
 class JudgeOutputInvalid(FaithJudgeError):
-    """An evaluator answer failed verification at ``stage`` (parse, schema or evidence)."""
+    """A judge answer failed verification at ``stage`` (parse, schema or evidence)."""
 
     def __init__(self, stage: str, detail: str, *, raw: str | None = None) -> None:
         super().__init__(f"{stage}: {detail}")

@@ -1,7 +1,7 @@
 """The event loop every command line runs its async work on.
 
 Kept apart from ``runtime`` (which assembles a scorer) so that a command that scores nothing,
-such as the sidecar's, runs on the same loop without importing the pipeline and the evaluators.
+such as the sidecar's, runs on the same loop without importing the pipeline and the judges.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["run_async"]
 def run_async(func: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run ``func(*args)`` on a fresh event loop, uvloop's where it is installed.
 
-    uvloop roughly halves the event loop's own CPU per evaluator call, which is what bounds
+    uvloop roughly halves the event loop's own CPU per judge call, which is what bounds
     calls/s at high concurrency on a small machine.
     """
     use_uvloop = importlib.util.find_spec("uvloop") is not None

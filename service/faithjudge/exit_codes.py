@@ -19,9 +19,9 @@ code  name                meaning
                           rate within the threshold (typer's own usage errors are mapped to
                           3 on ``gate``, so 2 always means coverage there)
 3     UNEVALUABLE         the command could not run: bad option or configuration, missing or
-                          unreadable file, server or evaluator unreachable / refusing us
+                          unreadable file, server or judge unreachable / refusing us
 4     NOTHING_SCORED      it ran, but not one grade is valid: empty input, no readable
-                          line, every evaluator call failed, every reply failed verification
+                          line, every judge call failed, every reply failed verification
                           (``report``/``gate``: counted over grades), every batch line rejected
 5     STOPPED             the run stopped early (Ctrl-C, a wait that timed out, a batch that
                           was cancelled); what was written so far is kept and resumable

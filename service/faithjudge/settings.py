@@ -2,7 +2,7 @@
 
 Settings are built where a process starts (the CLI, the app factory), never at import time.
 
-The fields are what every deployment shares. A part that is plugged in (an evaluator backend)
+The fields are what every deployment shares. A part that is plugged in (a judge backend)
 declares its own settings as a pydantic model and reads them with ``settings.options(Model)``:
 a field ``openai_base_url`` of that model is ``FAITHJUDGE_OPENAI_BASE_URL`` in the environment
 or ``Settings(openai_base_url=...)`` in code, exactly like a field of ``Settings``. Until a part
@@ -11,7 +11,10 @@ reads them, such values are kept masked (``SecretStr``), so an API key never sho
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -29,6 +32,13 @@ __all__ = ["Settings"]
 _PREFIX = "FAITHJUDGE_"
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
+_RENAMED = {"evaluator": "judge", "evaluators": "judges"}
+"""Settings that were renamed: deployments and plugins still set them by the old name, which is
+read with a deprecation warning (both names at once is an error, never a silent pick)."""
+
+_log = logging.getLogger(__name__)
+_warned: set[str] = set()
+
 
 def _default_data_dir() -> Path:
     return Path.home() / ".faithjudge"
@@ -40,19 +50,19 @@ class Settings(BaseSettings):
     # extra: the settings that plugged-in parts declare (see ``options``)
     model_config = SettingsConfigDict(env_prefix=_PREFIX, extra="allow")
 
-    evaluator: str = "lexicon:v1"
-    """Evaluator spec ``backend:TARGET``; ``lexicon:v1`` (offline) by default. The backends are
-    those registered in ``faithjudge.evaluators.EVALUATORS``."""
-    evaluators: str | None = None
+    judge: str = "lexicon:v1"
+    """Judge spec ``backend:TARGET``; ``lexicon:v1`` (offline) by default. The backends are
+    those registered in ``faithjudge.judges.JUDGES``."""
+    judges: str | None = None
     """The judges the REST service offers, comma-separated (``lexicon:v1,openai:gpt-5``); the
-    first is the default. Unset, the service offers ``evaluator`` alone. A job keeps the judge
-    it was uploaded under; see ``judges``."""
+    first is the default. Unset, the service offers ``judge`` alone. A job keeps the judge
+    it was uploaded under; see ``offered_judges``."""
     data_dir: Path = Field(default_factory=_default_data_dir)
     """Where the response cache, the SQLite job store and the API keys file live."""
     cache: bool = True
-    """Cache evaluator responses (content-addressed; validation reruns on every read)."""
+    """Cache judge responses (content-addressed; validation reruns on every read)."""
     concurrency: int = Field(default=100, ge=1, le=10_000)
-    """Maximum evaluator calls in flight."""
+    """Maximum judge calls in flight."""
     prompt_set: str = "v2"
     knowledge_base: str = "cxr_vqa"
 
@@ -157,9 +167,9 @@ class Settings(BaseSettings):
             raise ValueError(f"not a database URL: {url!r} (postgresql://USER@HOST/DB)")
         return url
 
-    @field_validator("evaluators")
+    @field_validator("judges")
     @classmethod
-    def _evaluators(cls, value: str | None) -> str | None:
+    def _judges(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
         names = [name.strip() for name in value.split(",")]
@@ -189,8 +199,9 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (
-            init_settings,
+            _RenamedInit(settings_cls, init_settings),
             env_settings,
+            _RenamedVariables(settings_cls),
             _UndeclaredVariables(settings_cls),
             dotenv_settings,
             file_secret_settings,
@@ -224,12 +235,12 @@ class Settings(BaseSettings):
             raise ConfigError("invalid setting: " + _problems(exc)) from None
 
     @property
-    def judges(self) -> tuple[str, ...]:
-        """The judges the service offers, the default first: ``evaluators``, else
-        ``evaluator`` alone."""
-        if self.evaluators:
-            return tuple(self.evaluators.split(","))
-        return (self.evaluator,) if self.evaluator else ()
+    def offered_judges(self) -> tuple[str, ...]:
+        """The judges the service offers, the default first: ``judges``, else
+        ``judge`` alone."""
+        if self.judges:
+            return tuple(self.judges.split(","))
+        return (self.judge,) if self.judge else ()
 
     def token_cost(
         self, prompt: int, completion: int, cached: int = 0, *, batch: bool = False
@@ -287,6 +298,58 @@ class _UndeclaredVariables(PydanticBaseSettingsSource):
         for key, value in os.environ.items():
             if key.upper().startswith(_PREFIX):
                 name = key[len(_PREFIX) :].lower()
-                if name and name not in fields:
+                if name and name not in fields and name not in _RENAMED:
                     found[name] = value
         return found
+
+
+def _renamed(values: dict[str, Any], named: Callable[[str], str]) -> dict[str, Any]:
+    """``values`` with each old setting name of ``_RENAMED`` moved to its new one, warning once
+    per name; ``named`` says how the user wrote a setting (a variable, a keyword)."""
+    out = dict(values)
+    for old, new in _RENAMED.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(
+                f"both {named(new)} and {named(old)} are set: {named(old)} is the deprecated "
+                f"name of {named(new)}; keep {named(new)} alone"
+            )
+        message = f"{named(old)} is deprecated: use {named(new)}"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        if message not in _warned:  # settings are read more than once per process
+            _warned.add(message)
+            _log.warning("%s", message)
+        out[new] = out.pop(old)
+    return out
+
+
+class _RenamedInit(PydanticBaseSettingsSource):
+    """The keyword arguments of ``Settings(...)``, their deprecated names read as the new ones."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource):
+        super().__init__(settings_cls)
+        self._inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return _renamed(self._inner(), lambda name: f"Settings({name}=...)")
+
+
+class _RenamedVariables(PydanticBaseSettingsSource):
+    """The variables of renamed settings (``FAITHJUDGE_EVALUATOR``) under their new names; one
+    set with its new name too is refused, whichever the environment would have let win."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        given: dict[str, Any] = {}
+        for key, value in os.environ.items():
+            name = key[len(_PREFIX) :].lower() if key.upper().startswith(_PREFIX) else ""
+            if name in _RENAMED or name in _RENAMED.values():
+                given[name] = value
+        found = _renamed(given, lambda name: _PREFIX + name.upper())
+        return {name: value for name, value in found.items() if name not in given}

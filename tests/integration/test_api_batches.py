@@ -1,4 +1,4 @@
-"""The batch API end to end on the offline evaluator, on SQLite and on PostgreSQL."""
+"""The batch API end to end on the offline judge, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def settings_for(backend: Backend, tmp_path: Path, **extra: object) -> Settings:
 
 
 async def submit(client: httpx.AsyncClient, lines: list[bytes], **kwargs: object) -> httpx.Response:
-    return await client.post("/v1/batches", content=b"\n".join(lines) + b"\n", **kwargs)  # type: ignore[arg-type]
+    return await client.post("/v1/jobs", content=b"\n".join(lines) + b"\n", **kwargs)  # type: ignore[arg-type]
 
 
 async def test_batch_is_scored_and_results_come_back_in_line_order(
@@ -68,7 +68,7 @@ async def test_batch_is_scored_and_results_come_back_in_line_order(
         assert sum(status["counts"].values()) >= 60
         assert status["counts"]["error"] == 0
 
-        results = await client.get(f"/v1/batches/{accepted['id']}/results")
+        results = await client.get(f"/v1/jobs/{accepted['id']}/results")
         assert results.headers["content-type"].startswith("application/x-ndjson")
         parsed = [ItemResult.model_validate_json(x) for x in results.content.splitlines()]
         # one result per uploaded line: the rejected ones as error results at their lines
@@ -78,14 +78,14 @@ async def test_batch_is_scored_and_results_come_back_in_line_order(
         assert [r.line for r in parsed] == expected_lines
         errors = {r.line: r.error for r in parsed if r.error is not None}
         assert sorted(errors) == [12, 13] and all(e.stage == "input" for e in errors.values())
-        tail = await client.get(f"/v1/batches/{accepted['id']}/results", params={"offset": 57})
+        tail = await client.get(f"/v1/jobs/{accepted['id']}/results", params={"offset": 57})
         assert [json.loads(x)["item_id"] for x in tail.content.splitlines()] == [
             f"item-{i:05d}" for i in range(55, 60)
         ]
         metrics = (await client.get("/metrics")).text
-        assert 'faithjudge_lines_scored_total{source="batch"} 60.0' in metrics
+        assert 'faithjudge_lines_scored_total{source="job"} 60.0' in metrics
         assert "faithjudge_queue_depth 0.0" in metrics
-        assert 'faithjudge_http_requests_total{method="POST",route="/v1/batches",status="202"}' in (
+        assert 'faithjudge_http_requests_total{method="POST",route="/v1/jobs",status="202"}' in (
             metrics
         )
 
@@ -118,9 +118,9 @@ async def test_zero_accepted_lines_is_422_listing_every_rejection(
         assert response.headers["content-type"] == "application/problem+json"
         problem = response.json()
         assert [e["line"] for e in problem["errors"]] == [1, 2]
-        empty = await client.post("/v1/batches", content=b"\n\n", headers=NDJSON)
+        empty = await client.post("/v1/jobs", content=b"\n\n", headers=NDJSON)
         assert empty.status_code == 422
-        listing = await client.get("/v1/batches")
+        listing = await client.get("/v1/jobs")
         assert listing.json()["items"] == []  # nothing half-made is left behind
 
 
@@ -129,34 +129,34 @@ async def test_multipart_upload_and_idempotency(store_backend: Backend, tmp_path
     body = b"\n".join(lines)
     async with running_app(settings_for(store_backend, tmp_path)) as (_, client):
         first = await client.post(
-            "/v1/batches",
+            "/v1/jobs",
             files={"file": ("batch.jsonl", body, "application/x-ndjson")},
             data={"note": "ignored"},
             headers={"Idempotency-Key": "run-42"},
         )
         assert first.status_code == 202, first.text
         again = await client.post(
-            "/v1/batches", content=body, headers={**NDJSON, "Idempotency-Key": "run-42"}
+            "/v1/jobs", content=body, headers={**NDJSON, "Idempotency-Key": "run-42"}
         )
         assert again.status_code == 200
         assert again.json() == first.json()
         other = await client.post(
-            "/v1/batches",
+            "/v1/jobs",
             content=body + b"\n" + lines[0],
             headers={**NDJSON, "Idempotency-Key": "run-42"},
         )
         assert other.status_code == 409
         assert other.headers["content-type"] == "application/problem+json"
-        page = (await client.get("/v1/batches")).json()
+        page = (await client.get("/v1/jobs")).json()
         assert [b["id"] for b in page["items"]] == [first.json()["id"]]
-        no_file = await client.post("/v1/batches", files={"other": ("x", body)})
+        no_file = await client.post("/v1/jobs", files={"other": ("x", body)})
         assert no_file.status_code == 422
         two_files = await client.post(
-            "/v1/batches", files=[("file", ("a.jsonl", body)), ("file", ("b.jsonl", body))]
+            "/v1/jobs", files=[("file", ("a.jsonl", body)), ("file", ("b.jsonl", body))]
         )
         assert two_files.status_code == 422, two_files.text
         assert "more than one 'file'" in two_files.json()["detail"]
-        page = (await client.get("/v1/batches")).json()
+        page = (await client.get("/v1/jobs")).json()
         assert [b["id"] for b in page["items"]] == [first.json()["id"]]  # nothing half-stored
 
 
@@ -177,7 +177,7 @@ async def test_wrong_content_type_and_oversized_bodies(
             yield data[start : start + 1000]
 
     async with running_app(settings) as (_, client):
-        wrong = await client.post("/v1/batches", content=line, headers={"content-type": "text/csv"})
+        wrong = await client.post("/v1/jobs", content=line, headers={"content-type": "text/csv"})
         assert wrong.status_code == 415
         padded = [
             orjson.dumps({**json.loads(x), "metadata": {"pad": "p" * 1500}}) for x in demo_lines(15)
@@ -185,18 +185,16 @@ async def test_wrong_content_type_and_oversized_bodies(
         big = b"\n".join(padded)
         assert len(big) > 20_000
         # no Content-Length: the limit must hold while the body streams
-        streamed = await client.post("/v1/batches", content=chunked(big), headers=NDJSON)
+        streamed = await client.post("/v1/jobs", content=chunked(big), headers=NDJSON)
         assert streamed.status_code == 413
         assert "20000 bytes" in streamed.json()["detail"]
-        declared = await client.post("/v1/batches", content=big, headers=NDJSON)
+        declared = await client.post("/v1/jobs", content=big, headers=NDJSON)
         assert declared.status_code == 413
-        too_many = await client.post(
-            "/v1/batches", content=b"\n".join([b"{}"] * 31), headers=NDJSON
-        )
+        too_many = await client.post("/v1/jobs", content=b"\n".join([b"{}"] * 31), headers=NDJSON)
         assert too_many.status_code == 413
         assert "at most 30 lines" in too_many.json()["detail"]
         long_line = await client.post(
-            "/v1/batches", content=line + b"\n" + b'{"cot": "' + b"x" * 5000 + b'"}', headers=NDJSON
+            "/v1/jobs", content=line + b"\n" + b'{"cot": "' + b"x" * 5000 + b'"}', headers=NDJSON
         )
         assert long_line.status_code == 202
         assert long_line.json()["rejected"][0]["line"] == 2
@@ -208,7 +206,7 @@ async def test_wrong_content_type_and_oversized_bodies(
         )
         assert score.status_code == 413
         assert score.headers["content-type"] == "application/problem+json"
-        listing = (await client.get("/v1/batches")).json()["items"]
+        listing = (await client.get("/v1/jobs")).json()["items"]
         assert len(listing) == 1  # only the accepted upload exists
 
 
@@ -222,8 +220,8 @@ async def test_tenant_limit_on_unfinished_batches_is_429(
         third = await submit(client, demo_lines(2), headers=NDJSON)
         assert third.status_code == 429
         assert third.headers["retry-after"] == "30"
-        page = (await client.get("/v1/batches")).json()
-        await client.delete(f"/v1/batches/{page['items'][0]['id']}")
+        page = (await client.get("/v1/jobs")).json()
+        await client.delete(f"/v1/jobs/{page['items'][0]['id']}")
         assert (await submit(client, demo_lines(2), headers=NDJSON)).status_code == 202
 
 
@@ -242,14 +240,14 @@ async def test_a_retry_needs_a_free_batch_slot_like_an_upload(tmp_path: Path) ->
         second = await submit(client, demo_lines(1), headers=NDJSON)
         assert second.status_code == 202  # the completed batch freed the one slot
 
-        refused = await client.post(f"/v1/batches/{first}/retry")
+        refused = await client.post(f"/v1/jobs/{first}/retry")
         assert refused.status_code == 429, refused.text
         assert refused.headers["retry-after"] == "30"
-        assert "1 unfinished batches" in refused.json()["detail"]
-        assert (await client.get(f"/v1/batches/{first}")).json()["status"] == "completed"
+        assert "1 unfinished jobs" in refused.json()["detail"]
+        assert (await client.get(f"/v1/jobs/{first}")).json()["status"] == "completed"
 
-        await client.delete(f"/v1/batches/{second.json()['id']}")
-        retried = await client.post(f"/v1/batches/{first}/retry")
+        await client.delete(f"/v1/jobs/{second.json()['id']}")
+        retried = await client.post(f"/v1/jobs/{first}/retry")
         assert retried.status_code == 202 and retried.json()["requeued"] == 1
 
 
@@ -265,7 +263,7 @@ async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
         accepted = (await submit(client, demo_lines(10), headers=NDJSON)).json()
         batch_id = accepted["id"]
         store: JobStore = app.state.faithjudge.store
-        ids = await store.active_batch_ids()
+        ids = await store.active_job_ids()
         claimed = await store.claim("test-owner", batch_ids=ids, limit=10, lease_s=60)
         # lines 0, 1, 2 and 5 are done; the prefix a client may read is lines 0-2
         finished = [c for c in claimed if c.seq in (0, 1, 2, 5)]
@@ -273,22 +271,22 @@ async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
             "test-owner",
             [done_line(c.batch_id, c.seq, input_error_result(c.line, "x")) for c in finished],
         )
-        status = (await client.get(f"/v1/batches/{batch_id}")).json()
+        status = (await client.get(f"/v1/jobs/{batch_id}")).json()
         assert status["status"] == "running" and status["done"] == 4 and status["pending"] == 6
         assert status["failure_stages"] == {"input": 4} and status["counts"]["error"] == 4
-        prefix = (await client.get(f"/v1/batches/{batch_id}/results")).content.splitlines()
+        prefix = (await client.get(f"/v1/jobs/{batch_id}/results")).content.splitlines()
         assert [json.loads(x)["line"] for x in prefix] == [1, 2, 3]
-        resumed = await client.get(f"/v1/batches/{batch_id}/results", params={"offset": 3})
+        resumed = await client.get(f"/v1/jobs/{batch_id}/results", params={"offset": 3})
         assert resumed.content == b""
 
-        cancelled = await client.delete(f"/v1/batches/{batch_id}")
+        cancelled = await client.delete(f"/v1/jobs/{batch_id}")
         assert cancelled.status_code == 200
         assert cancelled.json()["status"] == "cancelled" and cancelled.json()["pending"] == 0
-        after = (await client.get(f"/v1/batches/{batch_id}/results")).content.splitlines()
+        after = (await client.get(f"/v1/jobs/{batch_id}/results")).content.splitlines()
         assert [json.loads(x)["line"] for x in after] == [1, 2, 3, 6]
         assert await store.claim("other", batch_ids=[batch_id], limit=10, lease_s=1) == []
         report = await client.get(
-            f"/v1/batches/{batch_id}/report", params={"format": "json", "bootstrap": 20}
+            f"/v1/jobs/{batch_id}/report", params={"format": "json", "bootstrap": 20}
         )
         assert report.status_code == 200
         assert report.json()["summary"]["lines"] == 4
@@ -303,41 +301,41 @@ async def test_events_report_listing_and_configuration(
             ids.append((await submit(client, demo_lines(6), headers=NDJSON)).json()["id"])
         for batch_id in ids:
             await wait_for_status(client, batch_id)
-        events = await client.get(f"/v1/batches/{ids[0]}/events")
+        events = await client.get(f"/v1/jobs/{ids[0]}/events")
         assert events.headers["content-type"].startswith("text/event-stream")
         blocks = [b for b in events.text.split("\n\n") if b.strip()]
         assert blocks[0].startswith("event: progress\ndata: ")
         assert blocks[-1].startswith("event: end\ndata: ")
         assert json.loads(blocks[-1].split("data: ", 1)[1])["status"] == "completed"
 
-        first = (await client.get("/v1/batches", params={"limit": 2})).json()
+        first = (await client.get("/v1/jobs", params={"limit": 2})).json()
         assert [b["id"] for b in first["items"]] == ids[::-1][:2]
         second = (
-            await client.get("/v1/batches", params={"limit": 2, "cursor": first["next_cursor"]})
+            await client.get("/v1/jobs", params={"limit": 2, "cursor": first["next_cursor"]})
         ).json()
         assert [b["id"] for b in second["items"]] == [ids[0]] and second["next_cursor"] is None
-        bad_cursor = await client.get("/v1/batches", params={"cursor": "%%%"})
+        bad_cursor = await client.get("/v1/jobs", params={"cursor": "%%%"})
         assert bad_cursor.status_code == 422
 
         for fmt, marker in (("md", "# FaithJudge report"), ("html", "<html")):
             report = await client.get(
-                f"/v1/batches/{ids[0]}/report", params={"format": fmt, "bootstrap": 20}
+                f"/v1/jobs/{ids[0]}/report", params={"format": fmt, "bootstrap": 20}
             )
             assert report.status_code == 200 and marker in report.text
             assert "Judge: lexicon:v1" in report.text  # every report names its judge
-        evaluator = (await client.get("/v1/evaluator")).json()
-        assert evaluator["evaluator"] == "lexicon:v1" and len(evaluator["prompt_sha256"]) == 64
+        judge = (await client.get("/v1/judge")).json()
+        assert judge["judge"] == "lexicon:v1" and len(judge["prompt_sha256"]) == 64
         result = ItemResult.model_validate_json(
-            (await client.get(f"/v1/batches/{ids[0]}/results")).content.splitlines()[0]
+            (await client.get(f"/v1/jobs/{ids[0]}/results")).content.splitlines()[0]
         )
         assert result.provenance is not None
-        assert result.provenance.evaluator_settings_sha256 == evaluator["settings_sha256"]
+        assert result.provenance.judge_settings_sha256 == judge["settings_sha256"]
         kb = (await client.get("/v1/knowledge-base")).json()
-        assert kb["sha256"] == evaluator["kb_sha256"] and len(kb["questions"]) > 0
+        assert kb["sha256"] == judge["kb_sha256"] and len(kb["questions"]) > 0
         catalogue = (await client.get("/v1/modifications")).json()
         assert "TB-RAD" in {m["code"] for m in catalogue["items"]}
         assert (await client.get("/readyz")).json()["status"] == "ready"
-        missing = await client.get("/v1/batches/b_doesnotexist/results")
+        missing = await client.get("/v1/jobs/b_doesnotexist/results")
         assert missing.status_code == 404
         assert missing.headers["content-type"] == "application/problem+json"
 

@@ -33,7 +33,7 @@ async def test_an_upload_cut_off_mid_body_is_a_quiet_400_and_stores_nothing(
 
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/v1/batches", "raw_path": b"/v1/batches", "query_string": b"",
+        "scheme": "http", "path": "/v1/jobs", "raw_path": b"/v1/jobs", "query_string": b"",
         "root_path": "", "headers": [(b"content-type", b"application/x-ndjson"),
                                      (b"host", b"faithjudge")],
         "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80),
@@ -44,4 +44,4 @@ async def test_an_upload_cut_off_mid_body_is_a_quiet_400_and_stores_nothing(
         start = next(m for m in sent if m["type"] == "http.response.start")
         assert start["status"] == 400
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-        assert (await client.get("/v1/batches")).json()["items"] == []
+        assert (await client.get("/v1/jobs")).json()["items"] == []

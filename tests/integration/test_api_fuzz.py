@@ -106,7 +106,7 @@ def test_malformed_jsonl_lines_are_rejected_one_by_one(
 ) -> None:
     url, key = service
     response = httpx.post(
-        f"{url}/v1/batches",
+        f"{url}/v1/jobs",
         content=b"\n".join(lines),
         headers={"Authorization": f"Bearer {key}", "content-type": "application/x-ndjson"},
         timeout=30,

@@ -59,7 +59,7 @@ async def test_a_line_at_the_schema_limits_is_scored_alone_and_in_a_batch(
         assert single.json()["item_id"] == "longest"
 
         ndjson = {"content-type": "application/x-ndjson"}
-        batch = await client.post("/v1/batches", content=line + b"\n", headers=ndjson)
+        batch = await client.post("/v1/jobs", content=line + b"\n", headers=ndjson)
         assert batch.status_code == 202, batch.text[:300]
         assert batch.json()["accepted"] == 1 and batch.json()["rejected"] == []
         status = await wait_for_status(client, batch.json()["id"])

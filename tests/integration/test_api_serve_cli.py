@@ -92,8 +92,8 @@ def test_a_database_that_cannot_be_opened_ends_serve_with_one_line(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--evaluators", "lexicon:v1,nosuch:x"], "unknown evaluator 'nosuch:x'"),
-        (["--evaluator", "openai:gpt-x"], "set OPENAI_API_KEY"),
+        (["--judges", "lexicon:v1,nosuch:x"], "unknown judge 'nosuch:x'"),
+        (["--judge", "openai:gpt-x"], "set OPENAI_API_KEY"),
     ],
     ids=["unknown-backend", "missing-key"],
 )

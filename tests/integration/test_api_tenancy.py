@@ -21,18 +21,22 @@ from tests.integration.test_api_batches import NDJSON, demo_lines
 pytestmark = pytest.mark.anyio
 store_backend = fixtures_service.store_backend
 
-BATCH_ENDPOINTS = [
-    ("GET", "/v1/batches/{id}"),
-    ("GET", "/v1/batches/{id}/events"),
-    ("GET", "/v1/batches/{id}/results"),
-    ("GET", "/v1/batches/{id}/report"),
-    ("DELETE", "/v1/batches/{id}"),
+JOB_PATHS = [
+    ("GET", "/v1/jobs/{id}"),
+    ("GET", "/v1/jobs/{id}/events"),
+    ("GET", "/v1/jobs/{id}/results"),
+    ("GET", "/v1/jobs/{id}/report"),
+    ("DELETE", "/v1/jobs/{id}"),
 ]
+# the deprecated paths of the same routes guard the same way
+BATCH_ENDPOINTS = JOB_PATHS + [(m, p.replace("/v1/jobs", "/v1/batches")) for m, p in JOB_PATHS]
 PROTECTED = [
     ("POST", "/v1/score"),
+    ("POST", "/v1/jobs"),
+    ("GET", "/v1/jobs"),
     ("POST", "/v1/batches"),
     ("GET", "/v1/batches"),
-    ("GET", "/v1/evaluator"),
+    ("GET", "/v1/judge"),
     ("GET", "/v1/knowledge-base"),
     ("GET", "/v1/modifications"),
     *BATCH_ENDPOINTS,
@@ -62,7 +66,7 @@ async def test_keys_tenants_and_isolation(
 
     async with running_app(settings) as (_, client):
         accepted = await client.post(
-            "/v1/batches", content=b"\n".join(demo_lines(3)), headers={**NDJSON, **_bearer(key_a)}
+            "/v1/jobs", content=b"\n".join(demo_lines(3)), headers={**NDJSON, **_bearer(key_a)}
         )
         assert accepted.status_code == 202
         batch_id = accepted.json()["id"]
@@ -82,18 +86,18 @@ async def test_keys_tenants_and_isolation(
             assert other.status_code == 404, (method, path)
             assert other.headers["content-type"] == "application/problem+json"
             seen.append(other.text)
-        listing = await client.get("/v1/batches", headers=_bearer(env_key))
+        listing = await client.get("/v1/jobs", headers=_bearer(env_key))
         assert listing.json()["items"] == []
-        mine = await client.get("/v1/batches", headers=_bearer(key_a))
+        mine = await client.get("/v1/jobs", headers=_bearer(key_a))
         assert [b["id"] for b in mine.json()["items"]] == [batch_id]
-        own = await client.get(f"/v1/batches/{batch_id}/results", headers=_bearer(key_a))
+        own = await client.get(f"/v1/jobs/{batch_id}/results", headers=_bearer(key_a))
         assert len(own.content.splitlines()) == 3
         seen += [mine.text, own.text]
 
         # the same idempotency key in two tenants names two different batches
         for key in (key_a, env_key):
             response = await client.post(
-                "/v1/batches",
+                "/v1/jobs",
                 content=demo_lines(1)[0],
                 headers={**NDJSON, **_bearer(key), "Idempotency-Key": "shared"},
             )
@@ -114,7 +118,7 @@ async def test_keys_tenants_and_isolation(
 async def _wait_for_key(client: httpx.AsyncClient, key: str) -> None:
     with anyio.fail_after(10):
         while True:
-            response = await client.get("/v1/batches", headers=_bearer(key))
+            response = await client.get("/v1/jobs", headers=_bearer(key))
             if response.status_code == 200:
                 return
             await anyio.sleep(0.2)
@@ -132,20 +136,20 @@ async def test_per_tenant_limits_from_the_keys_file(store_backend: Backend, tmp_
     async with running_app(settings) as (_, client):
         three = b"\n".join(demo_lines(3))
         too_many = await client.post(
-            "/v1/batches", content=three, headers={**NDJSON, **_bearer(small)}
+            "/v1/jobs", content=three, headers={**NDJSON, **_bearer(small)}
         )
         assert too_many.status_code == 413
         ok = await client.post(
-            "/v1/batches", content=b"\n".join(demo_lines(2)), headers={**NDJSON, **_bearer(small)}
+            "/v1/jobs", content=b"\n".join(demo_lines(2)), headers={**NDJSON, **_bearer(small)}
         )
         assert ok.status_code == 202
         busy = await client.post(
-            "/v1/batches", content=demo_lines(1)[0], headers={**NDJSON, **_bearer(small)}
+            "/v1/jobs", content=demo_lines(1)[0], headers={**NDJSON, **_bearer(small)}
         )
         assert busy.status_code == 429
         for _ in range(2):  # the other tenant has the default limits
             response = await client.post(
-                "/v1/batches", content=three, headers={**NDJSON, **_bearer(large)}
+                "/v1/jobs", content=three, headers={**NDJSON, **_bearer(large)}
             )
             assert response.status_code == 202
 
@@ -162,7 +166,7 @@ async def test_the_response_cache_answers_a_tenant_only_from_its_own_calls(
     with run_fake_judge() as fake:
         settings = Settings(
             data_dir=data_dir,
-            evaluator="openai:judge-x",
+            judge="openai:judge-x",
             openai_base_url=fake.base_url,
             openai_api_key="sk-test",
         )

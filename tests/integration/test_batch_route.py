@@ -37,11 +37,9 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _settings(
-    base_url: str, tmp_path: Path, evaluator: str = "openai-batch:fake-judge"
-) -> Settings:
+def _settings(base_url: str, tmp_path: Path, judge: str = "openai-batch:fake-judge") -> Settings:
     return Settings(
-        evaluator=evaluator,
+        judge=judge,
         openai_base_url=base_url,
         openai_api_key="test-key",
         timeout_s=10,
@@ -111,7 +109,7 @@ async def test_fault_matrix_through_the_batch_route(tmp_path: Path) -> None:
     tries = dict(ledger.execute("SELECT state, max(tries) FROM requests GROUP BY state"))
     assert tries["failed"] == 6
     for item in results.values():
-        assert item.provenance.evaluator == "openai-batch:fake-judge"
+        assert item.provenance.judge == "openai-batch:fake-judge"
     assert report.prompt_tokens > 0 and report.completion_tokens > 0
     assert report.batches_created >= 6  # one round per retry at least
     # six submissions in the first run, six again in the run into another output, whose
@@ -146,7 +144,7 @@ def _comparable(result: ItemResult) -> dict:
         metric.pop("cache_hit")
         metric.pop("attempts")
     # the two fakes listen on different ports: the base URL is part of the settings hash
-    for name in ("cache", "attempts", "route", "evaluator", "evaluator_settings_sha256",
+    for name in ("cache", "attempts", "route", "judge", "judge_settings_sha256",
                  "judge_sha256"):  # fmt: skip
         data["provenance"].pop(name)
     data["provenance"].pop("judge_s", None)  # the live calls' own time; a batch has none
@@ -281,7 +279,7 @@ def test_kill_9_mid_run_then_rerun_never_submits_twice(tmp_path: Path) -> None:
         str(source),
         "-o",
         str(out),
-        "--evaluator",
+        "--judge",
         "openai-batch:fake-judge",
         "--no-progress",
     ]
@@ -399,7 +397,7 @@ def test_cancel_with_nothing_open_says_so(tmp_path: Path) -> None:
     with run_fake_batches() as fake:
         env = _cli_env(fake.base_url, tmp_path)
         command = [sys.executable, "-m", "faithjudge.cli.main", "score", str(source), "-o"]
-        command += [str(tmp_path / "o.jsonl"), "--evaluator", "openai-batch:fake-judge"]
+        command += [str(tmp_path / "o.jsonl"), "--judge", "openai-batch:fake-judge"]
         result = subprocess.run(
             [*command, "--no-progress", "--cancel"], env=env, cwd=ROOT, capture_output=True
         )
@@ -419,7 +417,7 @@ def test_cli_export_import_then_score_from_the_cache(tmp_path: Path) -> None:
     with run_fake_judge() as judge:
         env = {"FAITHJUDGE_OPENAI_BASE_URL": judge.base_url, "FAITHJUDGE_OPENAI_API_KEY": "k"}
         export = ["judge-requests", "export", str(source), "-o", str(requests)]
-        result = runner.invoke(app, [*export, "--evaluator", "openai:judge-x", *data], env=env)
+        result = runner.invoke(app, [*export, "--judge", "openai:judge-x", *data], env=env)
         assert result.exit_code == 0, result.output
         lines = requests.read_bytes().splitlines()
         assert len(lines) == 9
@@ -437,11 +435,11 @@ def test_cli_export_import_then_score_from_the_cache(tmp_path: Path) -> None:
         assert "9 answer(s) cached" in result.output and "1 bad line(s)" in result.output
 
         score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
-        result = runner.invoke(app, [*score, "--evaluator", "openai:judge-x", *data], env=env)
+        result = runner.invoke(app, [*score, "--judge", "openai:judge-x", *data], env=env)
         assert result.exit_code == 0, result.output
         assert judge.counters.total == 0
         # nothing is left to export
-        result = runner.invoke(app, [*export, "--evaluator", "openai:judge-x", *data], env=env)
+        result = runner.invoke(app, [*export, "--judge", "openai:judge-x", *data], env=env)
         assert result.exit_code == 0 and requests.read_bytes() == b""
     results = _results(tmp_path / "o.jsonl")
     assert len(results) == 3
@@ -465,7 +463,7 @@ def _export(
     """``judge-requests export`` of ``source`` (with an API key unless ``env`` is given)."""
     env = {"FAITHJUDGE_OPENAI_API_KEY": "k"} if env is None else env
     command = ["judge-requests", "export", str(source), "-o", str(out), "--data-dir", str(data)]
-    return runner.invoke(app, [*command, "--evaluator", "openai:judge-x"], env=env)
+    return runner.invoke(app, [*command, "--judge", "openai:judge-x"], env=env)
 
 
 def test_import_caches_only_answers_with_content(tmp_path: Path) -> None:
@@ -490,7 +488,7 @@ def test_import_caches_only_answers_with_content(tmp_path: Path) -> None:
         assert "line 2: HTTP 200: the answer carries no message content" in result.output
 
         score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
-        score += ["--evaluator", "openai:judge-x", "--data-dir", str(data)]
+        score += ["--judge", "openai:judge-x", "--data-dir", str(data)]
         result = runner.invoke(app, score, env=env)
         assert result.exit_code == 0, result.output
         assert judge.counters.total == 2  # the two empty answers are asked again
@@ -584,7 +582,7 @@ def test_cli_cancel_leaves_nothing_running(tmp_path: Path) -> None:
         str(source),
         "-o",
         str(out),
-        "--evaluator",
+        "--judge",
         "openai-batch:fake-judge",
         "--no-progress",
     ]
@@ -615,7 +613,7 @@ def test_ctrl_c_leaves_the_batches_running_and_a_rerun_resumes(tmp_path: Path) -
     source.write_text(_line("s-1", "(one)") + "\n")
     out = tmp_path / "out.jsonl"
     command = [sys.executable, "-m", "faithjudge.cli.main", "score", str(source), "-o", str(out),
-               "--evaluator", "openai-batch:fake-judge", "--no-progress"]  # fmt: skip
+               "--judge", "openai-batch:fake-judge", "--no-progress"]  # fmt: skip
     with run_fake_batches(FakeBatchConfig(step_s=30.0)) as fake:
         env = _cli_env(fake.base_url, tmp_path)
         # a parent started in the background ignores SIGINT, and children inherit that
@@ -648,9 +646,9 @@ def test_cli_refuses_batch_route_misuse(tmp_path: Path) -> None:
     source.write_text(_line("m-1", "(one)") + "\n")
     score = ["score", str(source), "-o", str(tmp_path / "o.jsonl"), "--no-progress"]
     env = {"FAITHJUDGE_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-    result = CliRunner().invoke(app, [*score, "--evaluator", "lexicon:v1", "--cancel"], env=env)
+    result = CliRunner().invoke(app, [*score, "--judge", "lexicon:v1", "--cancel"], env=env)
     assert result.exit_code == 3 and "--cancel applies" in result.output
-    batch = ["--evaluator", "openai-batch:m", "--no-cache"]
+    batch = ["--judge", "openai-batch:m", "--no-cache"]
     result = CliRunner().invoke(app, [*score, *batch], env=env)
     assert result.exit_code == 3 and "response cache" in result.output
 

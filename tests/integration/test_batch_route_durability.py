@@ -68,7 +68,7 @@ async def _status(
     client: httpx.AsyncClient, batch_id: str, headers: dict[str, str] | None = None
 ) -> dict[str, Any] | None:
     """The job's status, or None while the store is down (503)."""
-    response = await client.get(f"/v1/batches/{batch_id}", headers=headers)
+    response = await client.get(f"/v1/jobs/{batch_id}", headers=headers)
     if response.status_code == 503:
         return None
     response.raise_for_status()
@@ -100,7 +100,7 @@ async def _until(check: Callable[[], bool], *, within: float = 60) -> None:
 async def _results(
     client: httpx.AsyncClient, batch_id: str, headers: dict[str, str] | None = None
 ) -> list[ItemResult]:
-    response = await client.get(f"/v1/batches/{batch_id}/results", headers=headers)
+    response = await client.get(f"/v1/jobs/{batch_id}/results", headers=headers)
     response.raise_for_status()
     return [ItemResult.model_validate_json(x) for x in response.content.splitlines() if x]
 
@@ -183,7 +183,7 @@ async def test_store_outages_in_the_phase_and_in_scoring_lose_no_line(
                 return await answer_of(key, **kwargs)
 
             store.answer_of = first_lookup_starts_an_outage
-            accepted = await client.post("/v1/batches", content=_body(lines), headers=NDJSON)
+            accepted = await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)
             assert accepted.status_code == 202, accepted.text
             batch_id = accepted.json()["id"]
             await _until(lambda: fake.counters.batches >= 1)
@@ -213,9 +213,7 @@ async def test_a_failed_provider_batch_is_followed_up_and_answered(
     with run_fake_batches(FakeBatchConfig(fail_batches=1)) as fake:
         settings = _settings(fake, tmp_path, store_backend)
         async with running_app(settings) as (_, client):
-            accepted = (
-                await client.post("/v1/batches", content=_body(lines), headers=NDJSON)
-            ).json()
+            accepted = (await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)).json()
             status = await _finished(client, accepted["id"])
             results = await _results(client, accepted["id"])
         counters = fake.counters
@@ -244,9 +242,7 @@ async def test_a_failure_for_good_belongs_to_its_job_and_answers_to_their_tenant
         async with running_app(settings) as (_, client):
 
             async def job(headers: dict[str, str]) -> tuple[dict[str, Any], list[ItemResult]]:
-                posted = await client.post(
-                    "/v1/batches", content=body, headers={**NDJSON, **headers}
-                )
+                posted = await client.post("/v1/jobs", content=body, headers={**NDJSON, **headers})
                 assert posted.status_code == 202, posted.text
                 batch_id = posted.json()["id"]
                 status = await _finished(client, batch_id, headers=headers)
@@ -306,7 +302,7 @@ def _service_env(
 ) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHJUDGE_", "OPENAI_"))}
     env.update(
-        FAITHJUDGE_EVALUATOR="openai-batch:fake-judge",
+        FAITHJUDGE_JUDGE="openai-batch:fake-judge",
         FAITHJUDGE_OPENAI_BASE_URL=fake.base_url,
         FAITHJUDGE_OPENAI_API_KEY="test-key",
         FAITHJUDGE_DATA_DIR=str(data_dir),
@@ -333,12 +329,12 @@ def test_a_cancel_survives_kill_9_and_the_next_process_cancels_the_batches(
         slow["FAITHJUDGE_BATCH_FILE_MAX_REQUESTS"] = "10"  # several parts, several batches
         with serve_process(command, slow, port, log, cwd=ROOT) as first:
             accepted = httpx.post(
-                f"{url}/v1/batches", content=_body(_lines("cancel", 4)), headers=NDJSON
+                f"{url}/v1/jobs", content=_body(_lines("cancel", 4)), headers=NDJSON
             )
             assert accepted.status_code == 202, accepted.text
             batch_id = accepted.json()["id"]
             anyio.run(_until, lambda: fake.counters.batches >= 2)
-            cancelled = httpx.delete(f"{url}/v1/batches/{batch_id}")
+            cancelled = httpx.delete(f"{url}/v1/jobs/{batch_id}")
             assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
             os.kill(first.pid, signal.SIGKILL)
             first.wait(10)
@@ -352,7 +348,7 @@ def test_a_cancel_survives_kill_9_and_the_next_process_cancels_the_batches(
                 return all(b["status"] == "cancelled" for b in fake.app.batches.values())
 
             anyio.run(_until, all_cancelled)
-            status = httpx.get(f"{url}/v1/batches/{batch_id}").json()
+            status = httpx.get(f"{url}/v1/jobs/{batch_id}").json()
         assert fake.counters.batches == created  # nothing was submitted after the cancel
         assert fake.counters.lines == 0  # no request was run, so none was billed
     assert status["status"] == "cancelled" and status["done"] == 0
@@ -365,11 +361,11 @@ async def test_a_job_that_fails_cancels_its_provider_batches(
         settings = _settings(fake, tmp_path, store_backend)
         async with running_app(settings) as (app, client):
             accepted = (
-                await client.post("/v1/batches", content=_body(_lines("f", 3)), headers=NDJSON)
+                await client.post("/v1/jobs", content=_body(_lines("f", 3)), headers=NDJSON)
             ).json()
             await _until(lambda: fake.counters.batches >= 1)
             # as the phase does when it gives up on the provider, or an operator would
-            await app.state.faithjudge.store.fail_batch(accepted["id"], "given up")
+            await app.state.faithjudge.store.fail_job(accepted["id"], "given up")
             await _until(lambda: fake.counters.cancels >= 1)
             status = await _status(client, accepted["id"])
     assert [b["status"] for b in fake.app.batches.values()] == ["cancelling"]
@@ -416,9 +412,9 @@ async def test_the_summary_counts_every_process_that_worked_on_the_job(
             async with running_app(settings) as (_, client):
                 if not batch_id:
                     body = _body(_lines("tok", 4))
-                    batch_id = (
-                        await client.post("/v1/batches", content=body, headers=NDJSON)
-                    ).json()["id"]
+                    batch_id = (await client.post("/v1/jobs", content=body, headers=NDJSON)).json()[
+                        "id"
+                    ]
                 if restart < 3:
                     seen = collected
 
@@ -467,7 +463,7 @@ async def test_the_services_batch_route_files_are_private_whatever_the_umask(
             settings = _settings(fake, tmp_path, store_backend)
             async with running_app(settings) as (_, client):
                 posted = await client.post(
-                    "/v1/batches", content=_body(_lines("mode", 3)), headers=NDJSON
+                    "/v1/jobs", content=_body(_lines("mode", 3)), headers=NDJSON
                 )
                 assert posted.status_code == 202, posted.text
                 status = await _finished(client, posted.json()["id"])

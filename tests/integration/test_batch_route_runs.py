@@ -38,7 +38,7 @@ def _env(base_url: str, tmp_path: Path) -> dict[str, str | None]:
 
 
 def _score(source: Path, out: Path, env: dict[str, str | None], *extra: str) -> Result:
-    args = ["score", str(source), "-o", str(out), "--evaluator", "openai-batch:fake-judge"]
+    args = ["score", str(source), "-o", str(out), "--judge", "openai-batch:fake-judge"]
     return CliRunner().invoke(app, [*args, "--no-progress", *extra], env=env)
 
 

@@ -37,7 +37,7 @@ NDJSON = {"content-type": "application/x-ndjson"}
 
 def _settings(base_url: str, tmp_path: Path, backend: Backend, **extra: object) -> Settings:
     values: dict[str, object] = {
-        "evaluator": "openai-batch:fake-judge",
+        "judge": "openai-batch:fake-judge",
         "openai_base_url": base_url,
         "openai_api_key": "test-key",
         "timeout_s": 10,
@@ -69,20 +69,18 @@ async def test_fault_matrix_through_the_services_batch_route(
     with run_fake_batches() as fake:
         settings = _settings(fake.base_url, tmp_path, store_backend)
         async with running_app(settings) as (_, client):
-            accepted = (
-                await client.post("/v1/batches", content=_body(lines), headers=NDJSON)
-            ).json()
+            accepted = (await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)).json()
             status = await wait_for_status(client, accepted["id"], within=120)
-            results = _parsed((await client.get(f"/v1/batches/{accepted['id']}/results")).content)
+            results = _parsed((await client.get(f"/v1/jobs/{accepted['id']}/results")).content)
 
             # each retryable failure: sent once and resubmitted five times in follow-up batches
             first = Counter(fake.counters.by_custom_id)
             assert first.most_common(1)[0][1] == 6
             # the same lines again: what was answered is not sent again, while a failure for
             # good belongs to the job that met it, so the next job asks for it again
-            again = (await client.post("/v1/batches", content=_body(lines), headers=NDJSON)).json()
+            again = (await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)).json()
             await wait_for_status(client, again["id"], within=60)
-            repeat = _parsed((await client.get(f"/v1/batches/{again['id']}/results")).content)
+            repeat = _parsed((await client.get(f"/v1/jobs/{again['id']}/results")).content)
             resent = fake.counters.by_custom_id - first
             failed_for_good = {key for key, n in first.items() if n == 6}
             assert failed_for_good and set(resent) == failed_for_good
@@ -102,11 +100,9 @@ async def test_workers_read_the_answers_from_the_store_not_a_cache(tmp_path: Pat
     with run_fake_batches() as fake:
         settings = _settings(fake.base_url, tmp_path, Backend("sqlite", {}), cache=False)
         async with running_app(settings) as (_, client):
-            accepted = (
-                await client.post("/v1/batches", content=_body(lines), headers=NDJSON)
-            ).json()
+            accepted = (await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)).json()
             await wait_for_status(client, accepted["id"], within=60)
-            results = _parsed((await client.get(f"/v1/batches/{accepted['id']}/results")).content)
+            results = _parsed((await client.get(f"/v1/jobs/{accepted['id']}/results")).content)
         assert fake.counters.chat_calls == 0 and fake.counters.batches == 1
     assert not (tmp_path / "data" / "cache.sqlite3").exists()
     assert all(m.status == "valid" for r in results.values() for m in r.metrics.values())
@@ -124,11 +120,9 @@ async def test_a_jobs_tokens_are_counted_once_and_priced_at_batch_prices(
     with run_fake_batches(FakeBatchConfig(cached_share=0.5)) as fake:
         settings = _settings(fake.base_url, tmp_path, store_backend, cache=False, **prices)
         async with running_app(settings) as (_, client):
-            accepted = (
-                await client.post("/v1/batches", content=_body(lines), headers=NDJSON)
-            ).json()
+            accepted = (await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)).json()
             status = await wait_for_status(client, accepted["id"], within=60)
-            results = _parsed((await client.get(f"/v1/batches/{accepted['id']}/results")).content)
+            results = _parsed((await client.get(f"/v1/jobs/{accepted['id']}/results")).content)
         paid = fake.counters
     tokens = [r.provenance.tokens for r in results.values() if r.provenance is not None]
     assert len(tokens) == len(lines)
@@ -158,7 +152,7 @@ async def test_score_endpoint_points_to_batches_on_the_batch_route(tmp_path: Pat
             )
         assert fake.counters.chat_calls == 0 and fake.counters.batches == 0
     assert response.status_code == 409
-    assert "POST /v1/batches" in response.json()["detail"]
+    assert "POST /v1/jobs" in response.json()["detail"]
 
 
 async def test_cancelling_a_job_cancels_its_provider_batches(tmp_path: Path) -> None:
@@ -168,17 +162,17 @@ async def test_cancelling_a_job_cancels_its_provider_batches(tmp_path: Path) -> 
         settings = _settings(fake.base_url, tmp_path, Backend("sqlite", {}))
         async with running_app(settings) as (_, client):
             body = _body(lines)
-            accepted = (await client.post("/v1/batches", content=body, headers=NDJSON)).json()
+            accepted = (await client.post("/v1/jobs", content=body, headers=NDJSON)).json()
             with anyio.fail_after(30):  # the provider phase has submitted its batch
                 while not fake.counters.batches:  # noqa: ASYNC110 - set by the fake's thread
                     await anyio.sleep(0.05)
             with anyio.fail_after(30):  # and says so in the job's status
                 while True:
-                    shown = await client.get(f"/v1/batches/{accepted['id']}")
+                    shown = await client.get(f"/v1/jobs/{accepted['id']}")
                     if "batches 1 " in (shown.json()["detail"] or ""):
                         break
                     await anyio.sleep(0.05)
-            cancelled = await client.delete(f"/v1/batches/{accepted['id']}")
+            cancelled = await client.delete(f"/v1/jobs/{accepted['id']}")
             assert cancelled.status_code == 200, cancelled.text
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
@@ -187,7 +181,7 @@ async def test_cancelling_a_job_cancels_its_provider_batches(tmp_path: Path) -> 
                     break
                 await anyio.sleep(0.05)
             assert states == ["cancelled"]
-            status = (await client.get(f"/v1/batches/{accepted['id']}")).json()
+            status = (await client.get(f"/v1/jobs/{accepted['id']}")).json()
     assert status["status"] == "cancelled" and status["done"] == 0
     # the detail follows the job: the batches are no longer validating or in progress
     assert status["detail"].startswith("cancelled") and "batches 1 " not in status["detail"]
@@ -206,7 +200,7 @@ async def test_a_dead_provider_fails_the_job_naming_the_cause(
     settings = _settings(dead, tmp_path, Backend("sqlite", {}))
     async with running_app(settings) as (_, client):
         accepted = (
-            await client.post("/v1/batches", content=_body([_line("d", "(d)")]), headers=NDJSON)
+            await client.post("/v1/jobs", content=_body([_line("d", "(d)")]), headers=NDJSON)
         ).json()
         status = await wait_for_status(client, accepted["id"], ("failed",), within=60)
         # as a dead live judge: not ready, naming the judge's provider and why
@@ -215,8 +209,8 @@ async def test_a_dead_provider_fails_the_job_naming_the_cause(
     assert "Batch API" in status["detail"] and "gave up after 3 tries" in status["detail"]
     assert "connect" in status["detail"].lower()
     assert ready.status_code == 503, ready.text
-    evaluator = ready.json()["checks"]["evaluator"]
-    assert "Batch API provider of the judge" in evaluator and "connect" in evaluator.lower()
+    judge = ready.json()["checks"]["judge"]
+    assert "Batch API provider of the judge" in judge and "connect" in judge.lower()
 
 
 def _free_port() -> int:
@@ -228,7 +222,7 @@ def _free_port() -> int:
 def _serve(base_url: str, tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHJUDGE_", "OPENAI_"))}
     env.update(
-        FAITHJUDGE_EVALUATOR="openai-batch:fake-judge",
+        FAITHJUDGE_JUDGE="openai-batch:fake-judge",
         FAITHJUDGE_OPENAI_BASE_URL=base_url,
         FAITHJUDGE_OPENAI_API_KEY="test-key",
         FAITHJUDGE_DATA_DIR=str(tmp_path / "data"),
@@ -260,7 +254,7 @@ def test_kill_9_mid_phase_then_restart_never_submits_twice(tmp_path: Path) -> No
         try:
             _wait_ready(url)
             accepted = httpx.post(
-                f"{url}/v1/batches", content=_body(lines), headers=NDJSON, timeout=10
+                f"{url}/v1/jobs", content=_body(lines), headers=NDJSON, timeout=10
             ).json()
             deadline = time.monotonic() + 60
             while fake.counters.batches == 0 and time.monotonic() < deadline:
@@ -276,12 +270,12 @@ def test_kill_9_mid_phase_then_restart_never_submits_twice(tmp_path: Path) -> No
             _wait_ready(url)
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline:
-                status = httpx.get(f"{url}/v1/batches/{accepted['id']}", timeout=10).json()
+                status = httpx.get(f"{url}/v1/jobs/{accepted['id']}", timeout=10).json()
                 if status["status"] == "completed":
                     break
                 time.sleep(0.1)
             assert status["status"] == "completed", status
-            results = httpx.get(f"{url}/v1/batches/{accepted['id']}/results", timeout=10)
+            results = httpx.get(f"{url}/v1/jobs/{accepted['id']}/results", timeout=10)
         finally:
             second.terminate()
             second.wait(timeout=30)

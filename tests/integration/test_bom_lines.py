@@ -46,11 +46,11 @@ async def test_a_batch_with_byte_order_marks_accepts_every_line(
     settings = Settings(data_dir=tmp_path / "data", **store_backend.overrides)
     async with running_app(settings) as (_, client):
         ndjson = {"content-type": "application/x-ndjson"}
-        response = await client.post("/v1/batches", content=_body(), headers=ndjson)
+        response = await client.post("/v1/jobs", content=_body(), headers=ndjson)
         assert response.status_code == 202, response.text
         assert response.json()["accepted"] == 3 and response.json()["rejected"] == []
         await wait_for_status(client, response.json()["id"])
-        results = await client.get(f"/v1/batches/{response.json()['id']}/results")
+        results = await client.get(f"/v1/jobs/{response.json()['id']}/results")
         lines = [orjson.loads(x) for x in results.content.splitlines()]
         assert [x["error"] for x in lines] == [None, None, None]
 

@@ -63,7 +63,7 @@ def test_the_same_judge_passes_with_real_calls_even_with_a_warm_cache(
     env = _env(judge.base_url, tmp_path / "data")
     scored = tmp_path / "scored.jsonl"
     # warm the response cache with the very prompts the canary sends
-    assert _run(env, "score", str(DEMO), "-o", str(scored), "--evaluator", "openai:judge-1",
+    assert _run(env, "score", str(DEMO), "-o", str(scored), "--judge", "openai:judge-1",
                 "--no-progress").exit_code == 0  # fmt: skip
     cold = judge.counters.total
     assert cold > 0
@@ -73,18 +73,18 @@ def test_the_same_judge_passes_with_real_calls_even_with_a_warm_cache(
 
     pinned = tmp_path / "canary.jsonl"
     recorded = _run(env, "canary", "record", str(DEMO), "-o", str(pinned),
-                    "--evaluator", "openai:judge-1")  # fmt: skip
+                    "--judge", "openai:judge-1")  # fmt: skip
     assert recorded.exit_code == ExitCode.OK, recorded.output
     grades = _pinned_grades(pinned)
     assert judge.counters.total == cold + _asked(grades)  # real calls, not the cache's answers
     header = json.loads(pinned.read_text().splitlines()[0])
-    assert header["judge"]["evaluator"] == "openai:judge-1"
+    assert header["judge"]["judge"] == "openai:judge-1"
     assert header["judge"]["model"] == "judge-1"
     assert header["judge"]["fingerprints"] == ["fp_fake_judge"]
     assert len(header["judge"]["judge_sha256"]) == 64
     assert "recorded_at" in header
 
-    # no --evaluator: the pinned judge is checked
+    # no --judge: the pinned judge is checked
     checked = _run(env, "canary", "check", str(pinned))
     assert checked.exit_code == ExitCode.OK, checked.output
     assert judge.counters.total == cold + 2 * _asked(grades)
@@ -100,7 +100,7 @@ def test_a_judge_whose_grades_changed_exits_1_naming_each_item(
     env = _env(judge.base_url, tmp_path / "data")
     pinned = tmp_path / "canary.jsonl"
     assert _run(env, "canary", "record", str(DEMO), "-o", str(pinned),
-                "--evaluator", "openai:judge-1").exit_code == 0  # fmt: skip
+                "--judge", "openai:judge-1").exit_code == 0  # fmt: skip
     assert _run(env, "canary", "check", str(pinned)).exit_code == 0
     records = tmp_path / "data" / "canary_checks.json"
     (passed,) = json.loads(records.read_text())["checks"].values()
@@ -131,14 +131,14 @@ def test_an_unreachable_judge_exits_3_and_keeps_no_record(tmp_path: Path) -> Non
         port = sock.getsockname()[1]
     env = _env(f"http://127.0.0.1:{port}/v1", tmp_path / "data")
     recorded = _run(env, "canary", "record", str(DEMO), "-o", str(tmp_path / "c.jsonl"),
-                    "--evaluator", "openai:judge-1")  # fmt: skip
+                    "--judge", "openai:judge-1")  # fmt: skip
     assert recorded.exit_code == ExitCode.UNEVALUABLE, recorded.output
     assert not (tmp_path / "c.jsonl").exists()
     # pinned with the offline judge, checked against the dead server
     pinned = tmp_path / "pinned.jsonl"
     assert _run(env, "canary", "record", str(DEMO), "-o", str(pinned),
-                "--evaluator", "lexicon:v1").exit_code == 0  # fmt: skip
-    checked = _run(env, "canary", "check", str(pinned), "--evaluator", "openai:judge-1")
+                "--judge", "lexicon:v1").exit_code == 0  # fmt: skip
+    checked = _run(env, "canary", "check", str(pinned), "--judge", "openai:judge-1")
     assert checked.exit_code == ExitCode.UNEVALUABLE, checked.output
     assert "unreachable" in _text(checked)
     assert not (tmp_path / "data" / "canary_checks.json").exists()
@@ -154,8 +154,8 @@ def test_the_gate_reads_the_last_check_of_the_pinned_file(tmp_path: Path) -> Non
     config = tmp_path / "faithjudge.toml"
     config.write_text('[coverage]\nmax_not_judged = 100.0\n[canary]\npinned = "canary.jsonl"\n')
     assert _run(env, "canary", "record", str(DEMO), "-o", str(pinned),
-                "--evaluator", "lexicon:v1").exit_code == 0  # fmt: skip
-    assert _run(env, "score", str(DEMO), "-o", str(results), "--evaluator", "lexicon:v1",
+                "--judge", "lexicon:v1").exit_code == 0  # fmt: skip
+    assert _run(env, "score", str(DEMO), "-o", str(results), "--judge", "lexicon:v1",
                 "--no-progress").exit_code == 0  # fmt: skip
 
     unchecked = _gate(env, results, config)
@@ -178,7 +178,7 @@ def test_the_gate_fails_a_run_graded_by_another_judge(tmp_path: Path) -> None:
         '[coverage]\nmax_not_judged = 100.0\n[canary]\npinned = "canary.jsonl"\nmax_age_hours = 1\n'
     )
     assert _run(env, "canary", "record", str(DEMO), "-o", str(pinned),
-                "--evaluator", "lexicon:v1").exit_code == 0  # fmt: skip
+                "--judge", "lexicon:v1").exit_code == 0  # fmt: skip
     assert _run(env, "canary", "check", str(pinned)).exit_code == 0
     # another knowledge base: the same questions, another file
     kb = json.loads((ROOT / "knowledge_base" / "cxr_vqa.json").read_text())
@@ -191,7 +191,7 @@ def test_the_gate_fails_a_run_graded_by_another_judge(tmp_path: Path) -> None:
             str(DEMO),
             "-o",
             str(results),
-            "--evaluator",
+            "--judge",
             "lexicon:v1",
             "--knowledge-base",
             str(tmp_path / "kb.json"),
@@ -218,12 +218,12 @@ async def test_the_service_checks_the_canary_on_a_timer_and_readyz_reports_drift
     tmp_path: Path,
 ) -> None:
     with run_fake_judge(FakeJudgeConfig(models=("judge-1",))) as fake:
-        settings = Settings(data_dir=tmp_path / "data", evaluator="openai:judge-1",
+        settings = Settings(data_dir=tmp_path / "data", judge="openai:judge-1",
                             openai_base_url=fake.base_url, openai_api_key="sk-test",
                             retry_base_s=0, workers=False)  # fmt: skip
         pinned = tmp_path / "canary.jsonl"
         write_pinned(pinned, *await record_canary(settings, DEMO))
-        watched = Settings(data_dir=tmp_path / "data", evaluator="openai:judge-1",
+        watched = Settings(data_dir=tmp_path / "data", judge="openai:judge-1",
                            openai_base_url=fake.base_url, openai_api_key="sk-test",
                            retry_base_s=0, workers=False, canary_file=str(pinned),
                            canary_interval_s=0.2)  # fmt: skip
@@ -247,7 +247,7 @@ async def test_a_canary_of_a_judge_the_service_does_not_offer_stops_its_start(
 ) -> None:
     pinned = tmp_path / "canary.jsonl"
     write_pinned(pinned, *await record_canary(Settings(data_dir=tmp_path / "data"), DEMO))
-    settings = Settings(data_dir=tmp_path / "data", evaluator="openai:judge-1",
+    settings = Settings(data_dir=tmp_path / "data", judge="openai:judge-1",
                         openai_api_key="sk-test", canary_file=str(pinned))  # fmt: skip
     with pytest.raises(ConfigError, match="pins the judge lexicon:v1, which this service does not"):
         async with running_app(settings):
@@ -262,7 +262,7 @@ def test_the_shipped_canary_pins_every_metric_of_reader_study_questions(tmp_path
     assert len({item["item_id"] for item in items}) == len(items)
     pinned = tmp_path / "pinned.jsonl"
     assert _run(env, "canary", "record", str(SHIPPED), "-o", str(pinned),
-                "--evaluator", "lexicon:v1").exit_code == 0  # fmt: skip
+                "--judge", "lexicon:v1").exit_code == 0  # fmt: skip
     grades = _pinned_grades(pinned)
     assert len(grades) == 3 * len(items)
     assert {grade["outcome"] for grade in grades.values()} == {"valid"}
@@ -271,7 +271,7 @@ def test_the_shipped_canary_pins_every_metric_of_reader_study_questions(tmp_path
 
     # the report of a run by the same judge says when its canary last passed
     results = tmp_path / "results.jsonl"
-    assert _run(env, "score", str(SHIPPED), "-o", str(results), "--evaluator", "lexicon:v1",
+    assert _run(env, "score", str(SHIPPED), "-o", str(results), "--judge", "lexicon:v1",
                 "--no-progress").exit_code == 0  # fmt: skip
     report = _run(env, "report", str(results))
     assert report.exit_code == 0, report.output

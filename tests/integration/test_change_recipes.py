@@ -14,8 +14,9 @@ copy, and the test fails there.
   module and its registration line, and ``scripts/sync_metric_enums.py`` for the published
   enums. The copy then scores, reports, gates and validates a judge (``validate-judge`` on
   ratings the test writes), and its whole unit suite runs and passes: the recipe test, marked
-  ``recipe``, and the one heavy test here (about two minutes on two cores).
-- A new evaluator backend (``toy:MODEL``): its module (evaluator, settings model, factory) and
+  ``recipe``, and the one heavy test here (the unit suite's own time: about 45 s on two idle
+  cores).
+- A new judge backend (``toy:MODEL``): its module (judge, settings model, factory) and
   its registration line; its API key and rationale come from ``FAITHJUDGE_TOY_*`` variables.
 
 The run-time route of a metric (``register_metric``) is ``test_metric_catalogue.py``; the
@@ -34,6 +35,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from tests import hedging_rule
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.jsonl"
@@ -93,31 +96,8 @@ _METRIC_LINE = """\
     ),
 """
 
-_RULE_MODULE = '''"""HG: hedge words of the CoT, each quoted as it stands."""
-
-from __future__ import annotations
-
-import re
-from collections.abc import Mapping
-from typing import Any
-
-from faithjudge.scoring.lexicon.compiled import Lexicon
-
-_HEDGES = re.compile(r"\\b(?:may|might|possibly|probably|likely|suggests?)\\b", re.IGNORECASE)
-
-
-def hedging(_lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    found = [m.group(0) for m in _HEDGES.finditer(cot)]
-    return {
-        "abstain": False,
-        "abstain_reason": None,
-        "score": 1 + min(4, len(found)),
-        "quotes": found[:4],
-        "quote_spans": [],
-        "rationale": f"{len(found)} hedge word(s)",
-        "hedge_count": len(found),
-    }
-'''
+# step 4's rule module, as the newcomer writes it (the one source of the toy rule)
+_RULE_MODULE = Path(hedging_rule.__file__).read_text(encoding="utf-8")
 
 # Run in the copy after the recipe: every place that derives from the catalogue knows HG.
 _DERIVED_CHECKS = """
@@ -201,7 +181,7 @@ def _hedging_schema(root: Path) -> bytes:
     for the metric's (the common fields and the ``allOf`` rules stay as they are)."""
     schema = orjson.loads((root / "schemas/confidence_tone.schema.json").read_bytes())
     schema["$id"] = schema["$id"].replace("confidence_tone", "hedging")
-    schema["title"] = "Hedging (HG) evaluator output"
+    schema["title"] = "Hedging (HG) judge output"
     schema["description"] = "How much the CoT qualifies its statements."
     for name in ("is_confident", "confidence_level"):
         del schema["properties"][name]
@@ -272,7 +252,7 @@ def test_a_new_builtin_metric_needs_only_the_recipes_edits(tmp_path: Path) -> No
 
     results = tmp_path / "results.jsonl"
     scored = _faithjudge(
-        root, "score", str(DEMO), "-o", str(results), "--evaluator", "lexicon:v1",
+        root, "score", str(DEMO), "-o", str(results), "--judge", "lexicon:v1",
         "--no-cache", "--no-progress", "--data-dir", str(tmp_path / "data"),
     )  # fmt: skip
     assert scored.returncode == 0, scored.stderr[-3000:]
@@ -356,7 +336,10 @@ def test_a_new_builtin_metric_needs_only_the_recipes_edits(tmp_path: Path) -> No
 @pytest.mark.timeout(1800)  # the whole unit suite, on a shared machine
 def test_the_unit_suite_passes_on_a_copy_with_a_new_metric(tmp_path: Path) -> None:
     """The recipe touches no unit test: the copy's whole unit suite passes with HG added
-    (fixtures iterate the catalogue; the heavy part of this module)."""
+    (fixtures iterate the catalogue; the heavy part of this module). The whole suite, not only
+    the modules that name the catalogue: some see the recipe's files without naming a metric
+    (the layer test reads the new rule module and its registration line), and those that name
+    neither save less than a tenth of the time."""
     root = _copy_source(tmp_path / "src")
     _add_builtin_metric(root)
     assert _run(root, "scripts/sync_metric_enums.py").returncode == 0
@@ -388,7 +371,7 @@ def test_a_metric_left_out_of_the_published_schemas_is_caught(tmp_path: Path) ->
     assert refused.stdout.strip() == "False", refused.stderr[-2000:]
 
 
-# ------------------------------------------------------------------ a new evaluator backend
+# ------------------------------------------------------------------ a new judge backend
 
 _BACKEND_MODULE = '''"""The ``toy`` backend: its schema's simplest reply, for any metric."""
 
@@ -400,7 +383,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, SecretStr
 
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse, Usage
 
@@ -410,7 +393,7 @@ class ToyOptions(BaseModel):
     toy_rationale: str = "toy"
 
 
-class ToyEvaluator:
+class ToyJudge:
     def __init__(self, model: str, options: ToyOptions) -> None:
         self._model = model
         self._options = options
@@ -454,29 +437,29 @@ def _simplest(spec: Mapping[str, Any]) -> Any:
     return {"boolean": False, "array": [], "string": "", "integer": 0, "object": {}}[kind]
 
 
-def build(target: str, settings: Settings) -> ToyEvaluator:
-    return ToyEvaluator(target, settings.options(ToyOptions))
+def build(target: str, settings: Settings) -> ToyJudge:
+    return ToyJudge(target, settings.options(ToyOptions))
 '''
 
 _BACKEND_LINE = (
-    '\n\nregister_evaluator("toy", "faithjudge.evaluators.toy:build", "toy:MODEL", '
-    'options="faithjudge.evaluators.toy:ToyOptions")\n'
+    '\n\nregister_judge("toy", "faithjudge.judges.toy:build", "toy:MODEL", '
+    'options="faithjudge.judges.toy:ToyOptions")\n'
 )
 
 
-def test_a_new_evaluator_backend_needs_only_the_recipes_edits(tmp_path: Path) -> None:
+def test_a_new_judge_backend_needs_only_the_recipes_edits(tmp_path: Path) -> None:
     root = _copy_source(tmp_path / "src")
-    # 1. its module: the evaluator, the settings it declares, its factory
-    (root / "service/faithjudge/evaluators/toy.py").write_text(_BACKEND_MODULE)
+    # 1. its module: the judge, the settings it declares, its factory
+    (root / "service/faithjudge/judges/toy.py").write_text(_BACKEND_MODULE)
     # 2. one registration line
-    with (root / "service/faithjudge/evaluators/__init__.py").open("a", encoding="utf-8") as f:
+    with (root / "service/faithjudge/judges/__init__.py").open("a", encoding="utf-8") as f:
         f.write(_BACKEND_LINE)
 
     helped = _faithjudge(root, "score", "--help", env={"COLUMNS": "300"})
     assert "toy:MODEL" in helped.stdout, helped.stdout[-2000:]
 
     results = tmp_path / "results.jsonl"
-    args = ("score", str(DEMO), "-o", str(results), "--evaluator", "toy:m1", "--no-progress",
+    args = ("score", str(DEMO), "-o", str(results), "--judge", "toy:m1", "--no-progress",
             "--data-dir", str(tmp_path / "data"))  # fmt: skip
     # the API key it declares is required: the error names its variable
     missing = _faithjudge(root, *args)
@@ -490,7 +473,7 @@ def test_a_new_evaluator_backend_needs_only_the_recipes_edits(tmp_path: Path) ->
     assert len(lines) == len(DEMO.read_bytes().splitlines())
     judged = 0
     for result in lines:
-        assert result["provenance"]["evaluator"] == "toy:m1"
+        assert result["provenance"]["judge"] == "toy:m1"
         for grade in result["metrics"].values():
             if grade["status"] == "invalid" and grade["failure"]["stage"] == "kb":
                 continue  # the demo holds a question the knowledge base lacks: never judged
@@ -501,5 +484,5 @@ def test_a_new_evaluator_backend_needs_only_the_recipes_edits(tmp_path: Path) ->
     assert "k-123" not in results.read_text()
 
     unknown = _faithjudge(root, "score", str(DEMO), "-o", str(tmp_path / "x.jsonl"),
-                          "--evaluator", "nope:m")  # fmt: skip
+                          "--judge", "nope:m")  # fmt: skip
     assert unknown.returncode != 0 and "toy:MODEL" in unknown.stderr

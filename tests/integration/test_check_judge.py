@@ -50,7 +50,7 @@ def judge(request: pytest.FixtureRequest) -> Iterator[FakeJudge]:
 
 
 def test_a_good_server_passes_and_names_the_format(judge: FakeJudge) -> None:
-    result = _check(_env(judge.base_url), "--evaluator", "openai:judge-1")
+    result = _check(_env(judge.base_url), "--judge", "openai:judge-1")
     text = _text(result)
     assert result.exit_code == ExitCode.OK, result.output
     assert "the judge can grade (response format json_schema)" in text
@@ -66,13 +66,13 @@ def test_a_good_server_passes_and_names_the_format(judge: FakeJudge) -> None:
 def test_every_check_is_a_real_call_even_with_a_warm_cache(judge: FakeJudge) -> None:
     env = _env(judge.base_url)
     for _ in range(2):
-        assert _check(env, "--evaluator", "openai:judge-1").exit_code == 0
+        assert _check(env, "--judge", "openai:judge-1").exit_code == 0
     assert judge.counters.by_metric == {metric: 2 * CALLS for metric in metric_names()}
 
 
 @pytest.mark.parametrize("judge", [{"fault": "not_json"}], indirect=True)
 def test_a_server_that_answers_garbage_fails_with_the_reason(judge: FakeJudge) -> None:
-    result = _check(_env(judge.base_url), "--evaluator", "openai:judge-1")
+    result = _check(_env(judge.base_url), "--judge", "openai:judge-1")
     text = _text(result)
     assert result.exit_code == ExitCode.CHECK_FAILED, result.output
     assert "error:" in text and "the reply is not JSON" in text
@@ -81,7 +81,7 @@ def test_a_server_that_answers_garbage_fails_with_the_reason(judge: FakeJudge) -
 
 @pytest.mark.parametrize("judge", [{"fault": "schema_violation"}], indirect=True)
 def test_replies_outside_the_schema_fail(judge: FakeJudge) -> None:
-    result = _check(_env(judge.base_url), "--evaluator", "openai:judge-1", "--json")
+    result = _check(_env(judge.base_url), "--judge", "openai:judge-1", "--json")
     assert result.exit_code == ExitCode.CHECK_FAILED
     found = json.loads(result.stdout)
     assert {m["outcome"] for m in found["metrics"]} == {"schema"}
@@ -90,7 +90,7 @@ def test_replies_outside_the_schema_fail(judge: FakeJudge) -> None:
 
 @pytest.mark.parametrize("judge", [{"drop_system": True}], indirect=True)
 def test_a_template_that_drops_the_system_message_is_warned_about(judge: FakeJudge) -> None:
-    result = _check(_env(judge.base_url), "--evaluator", "openai:judge-1", "--json")
+    result = _check(_env(judge.base_url), "--judge", "openai:judge-1", "--json")
     found = json.loads(result.stdout)
     assert [m["system_reached"] for m in found["metrics"]] == [False] * len(metric_names())
     assert any("system message (the rubric) does not seem to reach" in w
@@ -100,7 +100,7 @@ def test_a_template_that_drops_the_system_message_is_warned_about(judge: FakeJud
 
 @pytest.mark.parametrize("judge", [{"reject_json_schema": True}], indirect=True)
 def test_the_format_the_server_accepted_is_named(judge: FakeJudge) -> None:
-    result = _check(_env(judge.base_url), "--evaluator", "openai:judge-1", "--json")
+    result = _check(_env(judge.base_url), "--judge", "openai:judge-1", "--json")
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["response_format"] not in (None, "json_schema")
@@ -111,7 +111,7 @@ def test_a_dead_url_fails_at_once_with_the_cause() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = _check(_env(f"http://127.0.0.1:{port}/v1"), "--evaluator", "openai:judge-1")
+    result = _check(_env(f"http://127.0.0.1:{port}/v1"), "--judge", "openai:judge-1")
     text = _text(result)
     assert result.exit_code == ExitCode.UNEVALUABLE, result.output
     assert "the judge server is unreachable: connection refused" in text
@@ -119,7 +119,7 @@ def test_a_dead_url_fails_at_once_with_the_cause() -> None:
 
 
 def test_a_model_the_server_does_not_serve_is_named(judge: FakeJudge) -> None:
-    result = _check(_env(judge.base_url), "--evaluator", "openai:judge-2")
+    result = _check(_env(judge.base_url), "--judge", "openai:judge-2")
     text = _text(result)
     assert result.exit_code == ExitCode.UNEVALUABLE, result.output
     assert "'judge-2' is not among the models the server lists" in text
@@ -127,7 +127,7 @@ def test_a_model_the_server_does_not_serve_is_named(judge: FakeJudge) -> None:
 
 
 def test_the_offline_judge_passes_without_a_server() -> None:
-    result = _check({}, "--evaluator", "lexicon:v1", "--json")
+    result = _check({}, "--judge", "lexicon:v1", "--json")
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert [m["outcome"] for m in found["metrics"]] == ["valid"] * len(metric_names())
@@ -175,7 +175,7 @@ def test_the_system_message_estimate() -> None:
 @pytest.mark.parametrize("judge", [{"fault": "truncated"}], indirect=True)
 def test_a_reply_cut_at_the_token_limit_fails_and_asks_for_more(judge: FakeJudge) -> None:
     env = {**_env(judge.base_url), "FAITHJUDGE_MAX_TOKENS": "600"}
-    result = _check(env, "--evaluator", "openai:judge-1", "--json")
+    result = _check(env, "--judge", "openai:judge-1", "--json")
     assert result.exit_code == ExitCode.CHECK_FAILED, result.output
     found = json.loads(result.stdout)
     assert all(m["truncated"] for m in found["metrics"])
@@ -186,9 +186,9 @@ def test_a_reply_cut_at_the_token_limit_fails_and_asks_for_more(judge: FakeJudge
 
 def test_a_batch_spec_is_checked_through_the_live_route(judge: FakeJudge) -> None:
     # the Batch API answers within hours: the same server and model are asked directly
-    result = _check(_env(judge.base_url), "--evaluator", "openai-batch:judge-1", "--json")
+    result = _check(_env(judge.base_url), "--judge", "openai-batch:judge-1", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["evaluator"] == "openai:judge-1"
+    assert json.loads(result.stdout)["judge"] == "openai:judge-1"
     assert judge.counters.by_metric == {metric: CALLS for metric in metric_names()}
 
 

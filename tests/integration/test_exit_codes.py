@@ -35,7 +35,7 @@ def _lines(path: Path) -> list[dict]:
 
 
 def test_a_scored_run_exits_0(tmp_path: Path) -> None:
-    result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{DEMO_JUDGE}")
+    result, out = _score(tmp_path, DEMO, "--judge", f"replay:{DEMO_JUDGE}")
     assert result.exit_code == ExitCode.OK == 0, result.output
     assert len(_lines(out)) == len(DEMO.read_text().splitlines())
 
@@ -58,13 +58,13 @@ def test_no_readable_line_exits_4_with_one_error_line_each(tmp_path: Path) -> No
     assert [line["line"] for line in _lines(out)] == [1, 2, 3]
 
 
-def test_every_evaluator_call_failing_exits_4(tmp_path: Path) -> None:
+def test_every_judge_call_failing_exits_4(tmp_path: Path) -> None:
     # the replay file has no record for these items: every grade ends ``transport``
     empty_judge = tmp_path / "judge.jsonl"
     empty_judge.write_text(
         '{"item_id": "nobody", "metric": "causal_attribution", "response": {}}\n'
     )
-    result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{empty_judge}")
+    result, out = _score(tmp_path, DEMO, "--judge", f"replay:{empty_judge}")
     assert result.exit_code == 4, result.output
     said = " ".join(result.output.split())
     assert "not one grade is valid (KB misses 1, transport failures 17)" in said
@@ -83,7 +83,7 @@ def _replayed(tmp_path: Path, valid: int) -> Path:
 
 def test_a_run_with_no_valid_grade_exits_4(tmp_path: Path) -> None:
     """Every grade judged, and every one off the schema: nothing to stand on."""
-    result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{_replayed(tmp_path, 0)}")
+    result, out = _score(tmp_path, DEMO, "--judge", f"replay:{_replayed(tmp_path, 0)}")
     assert result.exit_code == ExitCode.NOTHING_SCORED, result.output
     text = " ".join(result.output.split())
     assert "not one grade is valid (" in text and "schema 17" in text
@@ -91,7 +91,7 @@ def test_a_run_with_no_valid_grade_exits_4(tmp_path: Path) -> None:
 
 
 def test_one_valid_grade_is_enough_to_exit_0(tmp_path: Path) -> None:
-    result, out = _score(tmp_path, DEMO, "--evaluator", f"replay:{_replayed(tmp_path, 1)}")
+    result, out = _score(tmp_path, DEMO, "--judge", f"replay:{_replayed(tmp_path, 1)}")
     assert result.exit_code == ExitCode.OK, result.output
     statuses = [m["status"] for x in _lines(out) for m in x["metrics"].values()]
     assert statuses.count("valid") == 1
@@ -106,7 +106,7 @@ def test_ctrl_c_exits_5_and_keeps_what_was_written(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(faithjudge.event_loop, "run_async", interrupted)
-    result, _ = _score(tmp_path, DEMO, "--evaluator", f"replay:{DEMO_JUDGE}")
+    result, _ = _score(tmp_path, DEMO, "--judge", f"replay:{DEMO_JUDGE}")
     assert result.exit_code == ExitCode.STOPPED == 5, result.output
     assert "run again to resume" in " ".join(result.output.split())
 
@@ -139,7 +139,7 @@ def _free_port() -> int:
 def test_a_refused_connection_stops_the_run_with_the_cause(tmp_path: Path, transport: str) -> None:
     env = _openai_env(f"http://127.0.0.1:{_free_port()}/v1")
     env["FAITHJUDGE_HTTP_TRANSPORT"] = transport
-    result, _ = _score(tmp_path, DEMO, "--evaluator", "openai:judge-1", "--no-cache", env=env)
+    result, _ = _score(tmp_path, DEMO, "--judge", "openai:judge-1", "--no-cache", env=env)
     text = " ".join(result.output.split())
     assert result.exit_code == ExitCode.UNEVALUABLE == 3, result.output
     assert "connection refused" in text and "ConnectionRefusedError" in text
@@ -149,7 +149,7 @@ def test_a_refused_connection_stops_the_run_with_the_cause(tmp_path: Path, trans
 
 def test_a_wrong_key_stops_the_run_without_retrying(tmp_path: Path, judge: FakeJudge) -> None:
     env = _openai_env(judge.base_url, key="sk-wrong")
-    result, _ = _score(tmp_path, DEMO, "--evaluator", "openai:judge-1", "--no-cache", env=env)
+    result, _ = _score(tmp_path, DEMO, "--judge", "openai:judge-1", "--no-cache", env=env)
     assert result.exit_code == 3, result.output
     assert "refused our credentials (HTTP 401)" in " ".join(result.output.split())
     # not retried like a 5xx: a few calls at most, whatever the concurrency
@@ -159,7 +159,7 @@ def test_a_wrong_key_stops_the_run_without_retrying(tmp_path: Path, judge: FakeJ
 def test_an_unknown_model_stops_the_run(tmp_path: Path, judge: FakeJudge) -> None:
     env = _openai_env(judge.base_url)
     result, _ = _score(
-        tmp_path, DEMO, "--evaluator", "openai:no-such-model", "--no-cache", "--concurrency", "1",
+        tmp_path, DEMO, "--judge", "openai:no-such-model", "--no-cache", "--concurrency", "1",
         env=env,
     )  # fmt: skip
     assert result.exit_code == 3, result.output
@@ -170,6 +170,6 @@ def test_an_unknown_model_stops_the_run(tmp_path: Path, judge: FakeJudge) -> Non
 
 def test_the_right_key_and_model_score(tmp_path: Path, judge: FakeJudge) -> None:
     env = _openai_env(judge.base_url)
-    result, out = _score(tmp_path, DEMO, "--evaluator", "openai:judge-1", "--no-cache", env=env)
+    result, out = _score(tmp_path, DEMO, "--judge", "openai:judge-1", "--no-cache", env=env)
     assert result.exit_code == 0, result.output
     assert len(_lines(out)) == len(DEMO.read_text().splitlines())

@@ -45,8 +45,8 @@ async def test_removing_the_keys_while_serving_keeps_the_service_closed(
     keys_file = data_dir / "api_keys.json"
     key = create_key(keys_file, "alpha")
     async with running_app(Settings(data_dir=data_dir)) as (app, client):
-        assert (await client.get("/v1/batches", headers=_bearer(key))).status_code == 200
-        assert (await client.get("/v1/batches")).status_code == 401
+        assert (await client.get("/v1/jobs", headers=_bearer(key))).status_code == 200
+        assert (await client.get("/v1/jobs")).status_code == 401
         if how == "deleted":
             keys_file.unlink()
         elif how == "emptied":
@@ -56,14 +56,14 @@ async def test_removing_the_keys_while_serving_keeps_the_service_closed(
         else:
             keys_file.write_text("{not json")
         app.state.faithjudge.keys._checked = 0.0  # look at the file now, not in a second
-        anonymous = await client.get("/v1/batches")
-        posted = await client.post("/v1/batches", content=demo_lines(1)[0], headers=NDJSON)
+        anonymous = await client.get("/v1/jobs")
+        posted = await client.post("/v1/jobs", content=demo_lines(1)[0], headers=NDJSON)
         expected = 503 if how in ("emptied", "garbled") else 401
         assert anonymous.status_code == expected, anonymous.text
         assert posted.status_code == expected, posted.text
         assert anonymous.headers["content-type"].startswith("application/problem+json")
         # the old key is gone with the file: nobody gets in
-        assert (await client.get("/v1/batches", headers=_bearer(key))).status_code == expected
+        assert (await client.get("/v1/jobs", headers=_bearer(key))).status_code == expected
 
 
 async def test_without_keys_only_loopback_clients_are_answered(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ async def test_without_keys_only_loopback_clients_are_answered(tmp_path: Path) -
         for client_host, status in (("127.0.0.1", 200), ("::1", 200), ("10.1.2.3", 403)):
             transport = httpx.ASGITransport(app=app, client=(client_host, 40000))
             async with httpx.AsyncClient(transport=transport, base_url="http://fj") as client:
-                response = await client.get("/v1/batches")
+                response = await client.get("/v1/jobs")
                 assert response.status_code == status, (client_host, response.text)
 
 
@@ -115,9 +115,9 @@ async def test_a_job_store_outage_answers_503_and_the_batch_finishes_after_it(
 
             proxy.stop()
             for method, path in (
-                ("GET", f"/v1/batches/{batch_id}"),
-                ("GET", "/v1/batches"),
-                ("POST", "/v1/batches"),
+                ("GET", f"/v1/jobs/{batch_id}"),
+                ("GET", "/v1/jobs"),
+                ("POST", "/v1/jobs"),
             ):
                 content = lines[0] if method == "POST" else None
                 down = await client.request(method, path, content=content, headers=NDJSON)
@@ -130,7 +130,7 @@ async def test_a_job_store_outage_answers_503_and_the_batch_finishes_after_it(
 
             final = await wait_for_status(client, batch_id, within=90)
             assert final["done"] == final["total"] == len(lines)
-            results = await client.get(f"/v1/batches/{batch_id}/results")
+            results = await client.get(f"/v1/jobs/{batch_id}/results")
             numbers = [httpx.Response(200, content=x).json()["line"] for x in
                        results.content.splitlines() if x.strip()]  # fmt: skip
             assert sorted(numbers) == list(range(1, len(lines) + 1))  # each line once
@@ -141,10 +141,10 @@ store_backend = fixtures_service.store_backend
 
 async def test_405_lists_every_allowed_method_and_non_json_scores_get_415(tmp_path: Path) -> None:
     async with running_app(Settings(data_dir=tmp_path / "data")) as (_, client):
-        response = await client.put("/v1/batches/b_123")
+        response = await client.put("/v1/jobs/b_123")
         assert response.status_code == 405
         assert response.headers["allow"] == "DELETE, GET, HEAD"
-        response = await client.delete("/v1/batches")
+        response = await client.delete("/v1/jobs")
         assert response.status_code == 405
         assert response.headers["allow"] == "GET, HEAD, POST"
         for content_type in ("text/plain", "application/x-www-form-urlencoded", None):

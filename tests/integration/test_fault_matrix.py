@@ -58,7 +58,7 @@ def _line(item_id: str, marker: str) -> str:
 
 def _settings(base_url: str, tmp_path: Path) -> Settings:
     return Settings(
-        evaluator="openai:fake-judge",
+        judge="openai:fake-judge",
         openai_base_url=base_url,
         openai_api_key="test-key",
         # well above a loaded machine's answer time (a slow answer must not count as a hang),
@@ -146,7 +146,7 @@ async def test_second_run_is_served_from_the_cache_with_identical_results(tmp_pa
         calls_after_second = fake.counters.total
 
     assert calls_after_first == 36
-    assert calls_after_second == calls_after_first, "the cached run called the evaluator"
+    assert calls_after_second == calls_after_first, "the cached run called the judge"
     a, b = _results(first), _results(second)
     assert a.keys() == b.keys()
     for key in a:
@@ -157,7 +157,7 @@ async def test_second_run_is_served_from_the_cache_with_identical_results(tmp_pa
     assert all(m.score == 3 and m.quotes for r in a.values() for m in r.metrics.values())
 
 
-def test_cli_openai_evaluator_honours_sdk_environment(
+def test_cli_openai_judge_honours_sdk_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from faithjudge.cli.main import app
@@ -177,7 +177,7 @@ def test_cli_openai_evaluator_honours_sdk_environment(
                 str(source),
                 "-o",
                 str(tmp_path / "o.jsonl"),
-                "--evaluator",
+                "--judge",
                 "openai:judge-x",
                 "--no-progress",
             ],
@@ -194,7 +194,7 @@ def test_cli_openai_evaluator_honours_sdk_environment(
                 str(source),
                 "-o",
                 str(tmp_path / "o2.jsonl"),
-                "--evaluator",
+                "--judge",
                 "openai:judge-x",
                 "--no-cache",
                 "--no-progress",

@@ -1,7 +1,7 @@
 """No line can crash a run: what Python's or orjson's JSON reader raises besides a decode error
 (an integer past 4,300 digits, nesting past the recursion limit, bytes that are not UTF-8) and
 numbers that are not JSON numbers are input errors, in the same words on every route:
-``faithjudge score`` (an error line), ``POST /v1/batches`` (a rejected line, 202) and
+``faithjudge score`` (an error line), ``POST /v1/jobs`` (a rejected line, 202) and
 ``POST /v1/score`` (a 422 problem)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_the_service_rejects_the_line_or_answers_422_in_the_same_words(tmp_path:
         async with running_app(Settings(data_dir=tmp_path / "data", cache=False)) as (_, client):
             for case, bad in sorted(CASES.items()):
                 upload = await client.post(
-                    "/v1/batches",
+                    "/v1/jobs",
                     content=GOOD + b"\n" + bad + b"\n" + GOOD + b"\n",
                     headers={"content-type": "application/x-ndjson"},
                 )

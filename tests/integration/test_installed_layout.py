@@ -153,7 +153,7 @@ def test_the_console_script_works_beside_a_repositorys_own_service_package(
     results = [orjson.loads(line) for line in output.read_bytes().splitlines()]
     requests = [orjson.loads(line) for line in DEMO.read_bytes().splitlines() if line.strip()]
     assert [r["item_id"] for r in results] == [r["item_id"] for r in requests]
-    assert all(r["provenance"]["evaluator"].startswith("lexicon") for r in results)
+    assert all(r["provenance"]["judge"].startswith("lexicon") for r in results)
     assert all(r["metrics"] for r in results)
 
 
@@ -211,7 +211,7 @@ def test_the_shipped_ci_workflow_runs_verbatim_from_the_wheel(
         assert done.returncode == 0, f"{step['name']}: {done.stdout}\n{done.stderr}"
         ran.append(step["name"])
     assert ran == [
-        "Score with the offline evaluator",
+        "Score with the offline judge",
         "Fetch the baseline results (YOUR storage)",  # no baseline URL set: nothing fetched
         "Report",
         "Gate",

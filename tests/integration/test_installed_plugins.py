@@ -4,7 +4,7 @@ a job store.
 Each package is built here as a wheel (its module, its ``entry_points.txt``, a ``RECORD``),
 installed by pip into a folder of its own (``pip install --no-deps --no-index --target``), and
 ``faithjudge`` runs in a subprocess with that folder on ``PYTHONPATH``: no line of FaithJudge
-names the package, so a backend in the ``--evaluator`` help, a scored file, a metric in the
+names the package, so a backend in the ``--judge`` help, a scored file, a metric in the
 catalogue, a batch that ``faithjudge serve`` keeps in a store of another URL scheme and a clear
 error for a broken entry point come from the entry points alone.
 """
@@ -23,6 +23,7 @@ import orjson
 import pytest
 from faithjudge_client import FaithJudgeClient
 
+from tests import hedging_rule
 from tests.fixtures_service import free_port, serve_process
 from tests.integration.test_change_recipes import _BACKEND_MODULE
 from tests.integration.test_metric_catalogue import HEDGING_SCHEMA
@@ -35,25 +36,24 @@ _TOY_PACKAGE = (
     _BACKEND_MODULE
     + """
 
-from faithjudge.evaluators import EvaluatorBackend
+from faithjudge.judges import JudgeBackend
 
-BACKEND = EvaluatorBackend(
+BACKEND = JudgeBackend(
     form="toy:MODEL", factory="toy_judge:build", options="toy_judge:ToyOptions"
 )
 """
 )
 
 _TOY_ENTRY_POINTS = """\
-[faithjudge.evaluators]
+[faithjudge.judges]
 toy = toy_judge:BACKEND
 broken = toy_judge.missing:build
 """
 
-_HEDGING_PACKAGE = '''"""The hedging metric (HG): its catalogue entry and lexicon rule."""
+_HEDGING_PACKAGE = '''"""The hedging metric (HG): its catalogue entry; its rule is in ``rule``."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from faithjudge_client.metric_catalogue import MetricSpec
@@ -67,21 +67,6 @@ HEDGING = MetricSpec(
     prompt_inputs=("question",),
     signals=("hedge_count",),
 )
-
-_HEDGES = re.compile(r"\\b(?:may|might|possibly|probably|likely|suggests?)\\b", re.IGNORECASE)
-
-
-def hedging(_lex, cot, inputs):
-    found = [m.group(0) for m in _HEDGES.finditer(cot)]
-    return {
-        "abstain": False,
-        "abstain_reason": None,
-        "score": 1 + min(4, len(found)),
-        "quotes": found[:4],
-        "quote_spans": [],
-        "rationale": f"{len(found)} hedge word(s)",
-        "hedge_count": len(found),
-    }
 '''
 
 _HEDGING_ENTRY_POINTS = """\
@@ -89,7 +74,7 @@ _HEDGING_ENTRY_POINTS = """\
 hedging = hedging_metric:HEDGING
 
 [faithjudge.lexicon_rules]
-hedging = hedging_metric:hedging
+hedging = hedging_metric.rule:hedging
 """
 
 
@@ -149,7 +134,7 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     """``python ARGS`` with the installed package's folder on the path, nothing else added."""
     environment = {**os.environ, **(env or {}), "PYTHONPATH": str(site), "COLUMNS": "300"}
-    for name in ("FAITHJUDGE_EVALUATOR", "FAITHJUDGE_EVALUATORS", "FAITHJUDGE_PROMPT_SET"):
+    for name in ("FAITHJUDGE_JUDGE", "FAITHJUDGE_JUDGES", "FAITHJUDGE_PROMPT_SET"):
         environment.pop(name, None)
     return subprocess.run(
         [sys.executable, *args], env=environment, capture_output=True, text=True, timeout=240,
@@ -170,6 +155,7 @@ def hedging_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("hedging")
     files = {
         "__init__.py": _HEDGING_PACKAGE.encode(),
+        "rule.py": Path(hedging_rule.__file__).read_bytes(),
         "schemas/hedging.schema.json": orjson.dumps(HEDGING_SCHEMA),
         **_hedging_prompt_set(),
     }
@@ -187,14 +173,14 @@ def test_an_installed_backend_is_in_the_help_and_scores_a_file(
     listed = _run(
         toy_site, "-c",
         "import sys\n"
-        "from faithjudge.evaluators import evaluator_help\n"
-        "assert 'toy:TARGET' in evaluator_help()\n"
+        "from faithjudge.judges import judge_help\n"
+        "assert 'toy:TARGET' in judge_help()\n"
         "assert 'toy_judge' not in sys.modules, 'the help imported the plugin'\n",
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr[-2000:]
 
     results = tmp_path / "results.jsonl"
-    args = ("-m", "faithjudge", "score", str(DEMO), "-o", str(results), "--evaluator", "toy:m1",
+    args = ("-m", "faithjudge", "score", str(DEMO), "-o", str(results), "--judge", "toy:m1",
             "--no-progress", "--data-dir", str(tmp_path / "data"))  # fmt: skip
     # the settings its package declares are required: the error names the variable
     missing = _run(toy_site, *args)
@@ -213,7 +199,7 @@ def test_an_installed_backend_is_in_the_help_and_scores_a_file(
         if grade["status"] == "valid"
     }
     assert rationales == {"from the package"}
-    assert all(result["provenance"]["evaluator"] == "toy:m1" for result in lines)
+    assert all(result["provenance"]["judge"] == "toy:m1" for result in lines)
 
 
 def test_a_broken_entry_point_is_one_line_naming_its_package(
@@ -224,12 +210,12 @@ def test_a_broken_entry_point_is_one_line_naming_its_package(
 
     out = tmp_path / "out.jsonl"
     broken = _run(toy_site, "-m", "faithjudge", "score", str(DEMO), "-o", str(out),
-                  "--evaluator", "broken:x", "--data-dir", str(tmp_path / "data"))  # fmt: skip
+                  "--judge", "broken:x", "--data-dir", str(tmp_path / "data"))  # fmt: skip
     assert broken.returncode == 3, broken.stderr[-2000:]
     assert "Traceback" not in broken.stderr, broken.stderr
     message = " ".join(broken.stderr.split())
     assert "installed package faithjudge-toy-judge 1.0" in message, message
-    assert "broken = toy_judge.missing:build in group faithjudge.evaluators" in message, message
+    assert "broken = toy_judge.missing:build in group faithjudge.judges" in message, message
     assert not out.exists()
 
 
@@ -251,7 +237,7 @@ def test_an_installed_metric_joins_the_catalogue_and_is_scored(
     results = tmp_path / "results.jsonl"
     prompts = hedging_site / "hedging_metric" / "prompts"
     scored = _run(hedging_site, "-m", "faithjudge", "score", str(DEMO), "-o", str(results),
-                  "--evaluator", "lexicon:v1", "--prompt-set", str(prompts), "--no-progress",
+                  "--judge", "lexicon:v1", "--prompt-set", str(prompts), "--no-progress",
                   "--data-dir", str(tmp_path / "data"))  # fmt: skip
     assert scored.returncode == 0, scored.stderr[-3000:]
     graded = [
@@ -327,10 +313,10 @@ def test_an_installed_job_store_serves_a_batch_under_its_scheme(
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr[-2000:]
 
-    serve = [sys.executable, "-m", "faithjudge", "serve", "--evaluator", "lexicon:v1",
+    serve = [sys.executable, "-m", "faithjudge", "serve", "--judge", "lexicon:v1",
              "--data-dir", str(tmp_path / "data")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(store_site)}
-    for name in ("FAITHJUDGE_EVALUATORS", "FAITHJUDGE_PROMPT_SET", "FAITHJUDGE_DATABASE_URL"):
+    for name in ("FAITHJUDGE_JUDGES", "FAITHJUDGE_PROMPT_SET", "FAITHJUDGE_DATABASE_URL"):
         env.pop(name, None)
     # a broken store stops serve before it binds, in one line naming its package
     broken = subprocess.run(
@@ -349,7 +335,7 @@ def test_an_installed_job_store_serves_a_batch_under_its_scheme(
         serve_process(command, env, port, log),
         FaithJudgeClient(f"http://127.0.0.1:{port}") as client,
     ):
-        accepted = client.submit(DEMO)
+        accepted = client.submit_job(DEMO)
         final = client.wait(accepted.id, timeout=120, poll_interval=0.1)
         results = list(client.iter_results(accepted.id))
     assert final.status == "completed", final

@@ -38,21 +38,21 @@ def _settings(backend: Backend, tmp_path: Path, base_url: str, **extra: object) 
 
 async def _upload(client: httpx.AsyncClient, count: int, **params: str) -> dict[str, Any]:
     body = b"\n".join(demo_lines(count)) + b"\n"
-    response = await client.post("/v1/batches", content=body, headers=NDJSON, params=params)
+    response = await client.post("/v1/jobs", content=body, headers=NDJSON, params=params)
     assert response.status_code == 202, response.text
     accepted: dict[str, Any] = response.json()
     return accepted
 
 
 async def _results(client: httpx.AsyncClient, batch_id: str) -> list[ItemResult]:
-    response = await client.get(f"/v1/batches/{batch_id}/results")
+    response = await client.get(f"/v1/jobs/{batch_id}/results")
     response.raise_for_status()
     return [ItemResult.model_validate_json(x) for x in response.content.splitlines() if x]
 
 
-def _evaluator(result: ItemResult) -> str:
+def _judge(result: ItemResult) -> str:
     assert result.provenance is not None, result
-    return result.provenance.evaluator
+    return result.provenance.judge
 
 
 async def _wait_for_detail(
@@ -60,7 +60,7 @@ async def _wait_for_detail(
 ) -> dict[str, Any]:
     with anyio.fail_after(within):
         while True:
-            response = await client.get(f"/v1/batches/{batch_id}")
+            response = await client.get(f"/v1/jobs/{batch_id}")
             response.raise_for_status()
             body: dict[str, Any] = response.json()
             if (body["detail"] or "").startswith(start):
@@ -72,14 +72,14 @@ async def test_a_job_waits_for_its_judge_and_is_never_scored_by_another(
     store_backend: Backend, tmp_path: Path
 ) -> None:
     with run_fake_judge() as fake:
-        uploading = _settings(store_backend, tmp_path, fake.base_url, evaluator=OTHER)
+        uploading = _settings(store_backend, tmp_path, fake.base_url, judge=OTHER)
         async with running_app(uploading.model_copy(update={"workers": False})) as (_, client):
             accepted = await _upload(client, 6)
         assert accepted["judge"] == OTHER
         batch_id = accepted["id"]
 
-        # restarted with another evaluator: the job waits, and says for which judge
-        other = _settings(store_backend, tmp_path, fake.base_url, evaluator="lexicon:v1")
+        # restarted with another judge: the job waits, and says for which judge
+        other = _settings(store_backend, tmp_path, fake.base_url, judge="lexicon:v1")
         async with running_app(other) as (_, client):
             status = await _wait_for_detail(client, batch_id, "waiting for a worker")
             assert status["detail"] == (
@@ -90,13 +90,13 @@ async def test_a_job_waits_for_its_judge_and_is_never_scored_by_another(
         assert fake.counters.total == 0
 
         # a process offering the job's judge (beside another) finishes it with that judge
-        both = _settings(store_backend, tmp_path, fake.base_url, evaluators=f"lexicon:v1,{OTHER}")
+        both = _settings(store_backend, tmp_path, fake.base_url, judges=f"lexicon:v1,{OTHER}")
         async with running_app(both) as (_, client):
             status = await wait_for_status(client, batch_id)
             assert status["done"] == 6 and status["detail"] is None
             results = await _results(client, batch_id)
     assert len(results) == 6
-    assert {_evaluator(r) for r in results} == {OTHER}
+    assert {_judge(r) for r in results} == {OTHER}
     assert fake.counters.total > 0
 
 
@@ -106,12 +106,12 @@ async def test_a_judge_with_a_long_spec_is_recorded_on_every_backend(
     # a judge is named by its spec, which holds a path or a model name of any length
     long_judge = "openai:" + "m" * 250
     settings = _settings(
-        store_backend, tmp_path, "http://127.0.0.1:9", evaluator=long_judge, workers=False
+        store_backend, tmp_path, "http://127.0.0.1:9", judge=long_judge, workers=False
     )
     async with running_app(settings) as (_, client):
         accepted = await _upload(client, 2)
         assert accepted["judge"] == long_judge
-        status = (await client.get(f"/v1/batches/{accepted['id']}")).json()
+        status = (await client.get(f"/v1/jobs/{accepted['id']}")).json()
         assert status["status"] == "queued"
 
 
@@ -137,15 +137,13 @@ async def test_a_service_offering_two_judges_scores_each_job_with_its_own(
     store_backend: Backend, tmp_path: Path
 ) -> None:
     with run_fake_judge() as fake:
-        settings = _settings(
-            store_backend, tmp_path, fake.base_url, evaluators=f"lexicon:v1,{OTHER}"
-        )
+        settings = _settings(store_backend, tmp_path, fake.base_url, judges=f"lexicon:v1,{OTHER}")
         async with running_app(settings) as (_, client):
             config = (await client.get("/v1/config")).json()
             assert config["default_judge"] == "lexicon:v1"
             assert [j["judge"] for j in config["judges"]] == ["lexicon:v1", OTHER]
-            info = (await client.get("/v1/evaluator", params={"judge": OTHER})).json()
-            assert info["judge"] == OTHER and info["evaluator"] == OTHER
+            info = (await client.get("/v1/judge", params={"judge": OTHER})).json()
+            assert info["judge"] == OTHER and info["judge"] == OTHER
 
             default = await _upload(client, 5)
             named = await _upload(client, 4, judge=OTHER)
@@ -159,9 +157,9 @@ async def test_a_service_offering_two_judges_scores_each_job_with_its_own(
             line = orjson.loads(demo_lines(1)[0])
             scored = await client.post("/v1/score", json=line, params={"judge": OTHER})
             assert scored.status_code == 200, scored.text
-            assert scored.json()["provenance"]["evaluator"] == OTHER
+            assert scored.json()["provenance"]["judge"] == OTHER
 
-            for path in ("/v1/score", "/v1/batches"):
+            for path in ("/v1/score", "/v1/jobs"):
                 refused = await client.post(
                     path,
                     content=demo_lines(1)[0],
@@ -179,13 +177,13 @@ async def test_a_service_offering_two_judges_scores_each_job_with_its_own(
     lexicon_judges = summarise_judges(lexicon_results)
     other_judges = summarise_judges(other_results)
     assert not lexicon_judges.mixed and not other_judges.mixed
-    assert lexicon_judges.judges[0][0].evaluator == "lexicon:v1"
-    assert other_judges.judges[0][0].evaluator == OTHER
+    assert lexicon_judges.judges[0][0].judge == "lexicon:v1"
+    assert other_judges.judges[0][0].judge == OTHER
     assert other_judges.judges[0][0].model == "judge-x"
     # both together are two judges, each named with its lines
     together = summarise_judges([*lexicon_results, *other_results])
     assert together.mixed
-    assert {(j.evaluator, n) for j, n in together.judges} == {("lexicon:v1", 5), (OTHER, 4)}
+    assert {(j.judge, n) for j, n in together.judges} == {("lexicon:v1", 5), (OTHER, 4)}
 
 
 def test_the_sdk_and_submit_name_the_judge(tmp_path: Path) -> None:
@@ -199,7 +197,7 @@ def test_the_sdk_and_submit_name_the_judge(tmp_path: Path) -> None:
     with run_fake_judge() as fake:
         values: dict[str, Any] = {
             "data_dir": tmp_path / "data",
-            "evaluators": f"lexicon:v1,{OTHER}",
+            "judges": f"lexicon:v1,{OTHER}",
             "openai_base_url": fake.base_url,
             "openai_api_key": "sk-test",
         }
@@ -207,18 +205,18 @@ def test_the_sdk_and_submit_name_the_judge(tmp_path: Path) -> None:
         with fixtures_service.serve_in_thread(create_app(settings)) as url:
             with FaithJudgeClient(url) as client:
                 assert [j.judge for j in client.config().judges] == ["lexicon:v1", OTHER]
-                assert client.evaluator(OTHER).judge == OTHER
-                accepted = client.submit(source, judge=OTHER)
+                assert client.judge(OTHER).judge == OTHER
+                accepted = client.submit_job(source, judge=OTHER)
                 assert accepted.judge == OTHER
                 final = client.wait(accepted.id, timeout=60)
                 assert final.judge == OTHER
-                evaluators = {_evaluator(r) for r in client.iter_results(accepted.id)}
-                assert evaluators == {OTHER}
+                judges = {_judge(r) for r in client.iter_results(accepted.id)}
+                assert judges == {OTHER}
                 line = orjson.loads(demo_lines(1)[0])
-                assert _evaluator(client.score(line)) == "lexicon:v1"
-                assert _evaluator(client.score(line, judge=OTHER)) == OTHER
+                assert _judge(client.score(line)) == "lexicon:v1"
+                assert _judge(client.score(line, judge=OTHER)) == OTHER
                 with pytest.raises(ValidationFailed, match="offers lexicon:v1"):
-                    client.submit(source, judge="lexicon:v2")
+                    client.submit_job(source, judge="lexicon:v2")
 
             runner = CliRunner()
             done = runner.invoke(
@@ -234,37 +232,37 @@ def test_the_sdk_and_submit_name_the_judge(tmp_path: Path) -> None:
 
 
 def test_the_offered_judges_come_from_the_settings() -> None:
-    assert Settings().judges == ("lexicon:v1",)
-    assert Settings(evaluator="openai:m").judges == ("openai:m",)
-    offered = Settings(evaluator="openai:m", evaluators=" lexicon:v1 , openai:m2")
-    assert offered.judges == ("lexicon:v1", "openai:m2")
-    assert Settings(evaluators="").judges == ("lexicon:v1",)
+    assert Settings().offered_judges == ("lexicon:v1",)
+    assert Settings(judge="openai:m").offered_judges == ("openai:m",)
+    offered = Settings(judge="openai:m", judges=" lexicon:v1 , openai:m2")
+    assert offered.offered_judges == ("lexicon:v1", "openai:m2")
+    assert Settings(judges="").offered_judges == ("lexicon:v1",)
     from faithjudge.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"FAITHJUDGE_EVALUATORS.*judge named twice: a:1"):
-        Settings.from_overrides({"evaluators": "a:1,b:2,a:1"})
-    with pytest.raises(ConfigError, match=r"FAITHJUDGE_EVALUATORS.*empty judge name"):
-        Settings.from_overrides({"evaluators": "a:1,,b:2"})
+    with pytest.raises(ConfigError, match=r"FAITHJUDGE_JUDGES.*judge named twice: a:1"):
+        Settings.from_overrides({"judges": "a:1,b:2,a:1"})
+    with pytest.raises(ConfigError, match=r"FAITHJUDGE_JUDGES.*empty judge name"):
+        Settings.from_overrides({"judges": "a:1,,b:2"})
 
 
 def test_the_offered_judges_are_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("FAITHJUDGE_EVALUATORS", "lexicon:v1,openai:gpt-5")
-    assert Settings().judges == ("lexicon:v1", "openai:gpt-5")
+    monkeypatch.setenv("FAITHJUDGE_JUDGES", "lexicon:v1,openai:gpt-5")
+    assert Settings().offered_judges == ("lexicon:v1", "openai:gpt-5")
 
 
 def test_a_waiting_detail_names_what_changed_in_the_judge() -> None:
-    from faithjudge.jobs.interface import BatchRow, JobJudge
+    from faithjudge.jobs.interface import JobJudge, JobRow
     from faithjudge.jobs.judges import waiting_detail
 
     def config(prompt_set: str) -> str:
         return orjson.dumps({"evaluator": "lexicon:v1", "prompt_set": prompt_set}).decode()
 
     # only the judge fields matter here; the rest of the row stays None
-    fields: dict[str, Any] = dict.fromkeys(BatchRow.__slots__)
+    fields: dict[str, Any] = dict.fromkeys(JobRow.__slots__)
     fields.update(judge="lexicon:v1", judge_key="k1", judge_config=config("v1"))
-    waiting = BatchRow(**fields)
+    waiting = JobRow(**fields)
     now = JobJudge("lexicon:v1", "k2", config("v2"))
     assert waiting_detail(waiting, [now, JobJudge("openai:m", "k3", "{}")]) == (
         "waiting for a worker that offers judge lexicon:v1 as it was at upload; this service "

@@ -27,7 +27,7 @@ from faithjudge.jobs.interface import (
     LINE_STAGES,
     LINE_STATUSES,
     PENDING,
-    ActiveBatchLimit,
+    ActiveJobLimit,
     DoneLine,
     IdempotencyConflict,
     JobStore,
@@ -150,7 +150,7 @@ def test_the_stores_are_registered_by_reference_and_imported_when_opened() -> No
 
 
 async def _batch(store: JobStore, tenant: str = "t1", lines: int = 3, key: str | None = None):
-    row = await store.begin_batch(tenant=tenant, name="n", idempotency_key=key)
+    row = await store.begin_job(tenant=tenant, name="n", idempotency_key=key)
     await store.add_lines(row.id, [(seq, seq + 1, f'{{"seq": {seq}}}') for seq in range(lines)])
     return await store.finish_ingest(row.id, total=lines, rejections=[], body_sha256="0" * 64)
 
@@ -162,15 +162,15 @@ def _result(line: int) -> ItemResult:
 async def test_a_batch_is_invisible_until_ingested_and_private_to_its_tenant(
     store: JobStore,
 ) -> None:
-    row = await store.begin_batch(tenant="t1", name="n", idempotency_key=None)
+    row = await store.begin_job(tenant="t1", name="n", idempotency_key=None)
     assert row.status == "ingesting"
-    assert await store.list_batches("t1", limit=10, before=None) == []
+    assert await store.list_jobs("t1", limit=10, before=None) == []
     assert await store.count_occupying("t1") == 1  # an upload holds a slot already
     await store.add_lines(row.id, [(0, 1, "{}"), (1, 3, "{}")])
     done = await store.finish_ingest(row.id, total=2, rejections=[], body_sha256="a" * 64)
     assert done.status == "queued" and done.total == 2
-    assert [b.id for b in await store.list_batches("t1", limit=10, before=None)] == [row.id]
-    assert await store.get_batch("t2", row.id) is None  # another tenant sees nothing
+    assert [b.id for b in await store.list_jobs("t1", limit=10, before=None)] == [row.id]
+    assert await store.get_job("t2", row.id) is None  # another tenant sees nothing
     assert await store.line_number(row.id, 1) == 3
     assert await store.queue_depth() == 2
 
@@ -178,10 +178,10 @@ async def test_a_batch_is_invisible_until_ingested_and_private_to_its_tenant(
 async def test_an_idempotency_key_holds_one_batch_per_tenant(store: JobStore) -> None:
     first = await _batch(store, key="k1")
     with pytest.raises(IdempotencyConflict):
-        await store.begin_batch(tenant="t1", name=None, idempotency_key="k1")
+        await store.begin_job(tenant="t1", name=None, idempotency_key="k1")
     found = await store.find_by_idempotency_key("t1", "k1")
     assert found is not None and found.id == first.id
-    other = await store.begin_batch(tenant="t2", name=None, idempotency_key="k1")
+    other = await store.begin_job(tenant="t2", name=None, idempotency_key="k1")
     assert other.id != first.id
 
 
@@ -189,7 +189,7 @@ async def test_lines_are_leased_once_completed_by_their_owner_and_read_in_order(
     store: JobStore,
 ) -> None:
     row = await _batch(store, lines=3)
-    assert row.id in await store.active_batch_ids()
+    assert row.id in await store.active_job_ids()
     mine = await store.claim("w1", batch_ids=[row.id], limit=2, lease_s=60)
     assert [c.seq for c in mine] == [0, 1] and mine[0].request == '{"seq": 0}'
     theirs = await store.claim("w2", batch_ids=[row.id], limit=5, lease_s=60)
@@ -203,7 +203,7 @@ async def test_lines_are_leased_once_completed_by_their_owner_and_read_in_order(
     assert [(seq, state, line) for seq, state, _, line in page] == [(0, DONE, 1), (1, DONE, 2),
                                                                     (2, DONE, 3)]  # fmt: skip
     assert ItemResult.model_validate_json(page[1][2]).item_id == "i2"
-    final = await store.get_batch("t1", row.id)
+    final = await store.get_job("t1", row.id)
     assert final is not None and final.status == "completed"
     counts = await store.line_counts(row.id)
     assert isinstance(counts, LineCounts) and counts.done == 3
@@ -229,7 +229,7 @@ async def test_a_cancelled_batch_leaves_the_queue(store: JobStore) -> None:
     row = await _batch(store)
     cancelled = await store.cancel("t1", row.id)
     assert cancelled is not None and cancelled.status == "cancelled"
-    assert row.id not in await store.active_batch_ids()
+    assert row.id not in await store.active_job_ids()
     assert await store.cancel("t2", row.id) is None  # not another tenant's to cancel
     assert await store.count_occupying("t1") == 0
 
@@ -242,7 +242,7 @@ async def test_a_cancel_is_final_for_results_in_flight(store: JobStore) -> None:
     # the worker finishes the line it held after the cancel: that result is not written
     await store.complete("w1", [done_line(row.id, held[1].seq, _result(held[1].line))])
     assert (await store.line_counts(row.id)).done == 1
-    final = await store.get_batch("t1", row.id)
+    final = await store.get_job("t1", row.id)
     assert final is not None and final.status == "cancelled"
 
 
@@ -261,13 +261,13 @@ async def test_a_completed_batchs_transport_failures_are_queued_again(store: Job
     )
     assert await store.retry_transport_failures("t2", row.id) is None  # another tenant's
     assert await store.retry_transport_failures("t1", row.id) == 1
-    again = await store.get_batch("t1", row.id)
+    again = await store.get_job("t1", row.id)
     assert again is not None and again.status == "queued"
     assert (await store.line_counts(row.id)).done == 2  # the other lines keep their results
     retried = await store.claim("w2", batch_ids=[row.id], limit=3, lease_s=60)
     assert [c.seq for c in retried] == [held[1].seq]
     await store.complete("w2", [done_line(row.id, retried[0].seq, _result(retried[0].line))])
-    final = await store.get_batch("t1", row.id)
+    final = await store.get_job("t1", row.id)
     assert final is not None and final.status == "completed"
     assert await store.retry_transport_failures("t1", row.id) == 0  # nothing left to retry
     cancelled = await _batch(store, lines=1)
@@ -338,16 +338,16 @@ async def test_a_retry_takes_a_batch_slot_like_an_upload(store: JobStore) -> Non
     down = ItemResult(line=held[0].line, error=Failure(stage="transport", detail="refused"))
     await store.complete("w1", [done_line(row.id, held[0].seq, down)])
     await _batch(store, lines=1)  # the tenant's one slot is taken again
-    with pytest.raises(ActiveBatchLimit):
+    with pytest.raises(ActiveJobLimit):
         await store.retry_transport_failures("t1", row.id, max_active=1)
-    after = await store.get_batch("t1", row.id)
+    after = await store.get_job("t1", row.id)
     assert after is not None and after.status == "completed"  # nothing was queued
     assert (await store.line_counts(row.id)).done == 1
     assert await store.retry_transport_failures("t1", row.id, max_active=2) == 1
 
 
 async def test_rejected_lines_are_kept_and_read_page_by_page(store: JobStore) -> None:
-    row = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
+    row = await store.begin_job(tenant="t1", name=None, idempotency_key=None)
     rejected = [(n, f'{{"line": {n}, "reason": "r{n}"}}') for n in (2, 3, 7, 8, 9, 15)]
     await store.add_rejections(row.id, rejected[:4])  # kept as the upload streams
     await store.add_rejections(row.id, rejected[4:])
@@ -360,18 +360,18 @@ async def test_rejected_lines_are_kept_and_read_page_by_page(store: JobStore) ->
     assert [len(p) for p in pages] == [4, 2]
     assert [r for p in pages for r in p] == rejected  # in line order, each once
     assert await store.rejections_page(row.id, after=3, limit=2, skip=1) == rejected[3:5]
-    other = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
+    other = await store.begin_job(tenant="t1", name=None, idempotency_key=None)
     assert await store.count_rejections(other.id) == 0  # a batch's own only
 
 
 async def test_an_upload_that_died_is_forgotten_on_recovery(store: JobStore) -> None:
-    dead = await store.begin_batch(tenant="t1", name=None, idempotency_key=None)
+    dead = await store.begin_job(tenant="t1", name=None, idempotency_key=None)
     await store.add_lines(dead.id, [(0, 1, "{}")])
     if not store.embedded:
         pytest.skip("a shared store waits for stale uploads to age; recovery is immediate only "
                     "for a store one process owns")  # fmt: skip
     await store.recover()
-    assert await store.get_batch("t1", dead.id) is None
+    assert await store.get_job("t1", dead.id) is None
     await store.ping()
 
 
@@ -382,12 +382,12 @@ async def test_the_provider_phase_is_leased_to_one_owner_and_gates_the_workers(
     store: JobStore,
 ) -> None:
     row = await _batch(store)
-    assert await store.active_batch_ids(provider_done=True) == []
+    assert await store.active_job_ids(provider_done=True) == []
     assert await store.claim_provider_phase("w1", lease_s=60) == row.id
     assert await store.claim_provider_phase("w2", lease_s=60) is None  # held by w1
     assert await store.renew_provider_phase("w2", row.id, lease_s=60) == "taken"
     assert await store.renew_provider_phase("w1", row.id, lease_s=60, detail="3 of 9") == "held"
-    assert (await store.get_batch("t1", row.id)).detail == "3 of 9"
+    assert (await store.get_job("t1", row.id)).detail == "3 of 9"
 
     # given back unfinished: claimable again; an expired lease is taken over
     await store.end_provider_phase("w1", row.id, done=False, detail="retrying")
@@ -397,9 +397,9 @@ async def test_the_provider_phase_is_leased_to_one_owner_and_gates_the_workers(
     assert await store.renew_provider_phase("w2", row.id, lease_s=60) == "taken"
 
     await store.end_provider_phase("w3", row.id, done=True, detail="all answered")
-    assert await store.active_batch_ids(provider_done=True) == [row.id]
+    assert await store.active_job_ids(provider_done=True) == [row.id]
     assert await store.claim_provider_phase("w1", lease_s=60) is None
-    status = await store.get_batch("t1", row.id)
+    status = await store.get_job("t1", row.id)
     assert status.status == "running" and status.detail == "all answered"
 
     other = await _batch(store)
@@ -412,14 +412,14 @@ async def test_a_failed_phase_fails_the_batch_with_its_reason(store: JobStore) -
     row = await _batch(store)
     assert await store.claim_provider_phase("w1", lease_s=60) == row.id
     # a process that no longer holds the phase (its lease ran out) cannot fail the job
-    await store.fail_batch(row.id, "stale", owner="w0")
-    still = await store.get_batch("t1", row.id)
+    await store.fail_job(row.id, "stale", owner="w0")
+    still = await store.get_job("t1", row.id)
     assert still is not None and still.status in ("queued", "running")
-    await store.fail_batch(row.id, "Batch API: connection refused", owner="w1")
-    failed = await store.get_batch("t1", row.id)
+    await store.fail_job(row.id, "Batch API: connection refused", owner="w1")
+    failed = await store.get_job("t1", row.id)
     assert failed.status == "failed" and failed.detail == "Batch API: connection refused"
     assert failed.finished_at is not None
-    assert await store.active_batch_ids() == []
+    assert await store.active_job_ids() == []
 
 
 async def test_unscored_requests_page_through_the_lines_not_done(store: JobStore) -> None:
@@ -534,7 +534,7 @@ async def test_a_job_is_claimed_only_by_a_worker_offering_its_judge(store: JobSt
     from faithjudge.jobs.interface import WAITING_PREFIX, JobJudge
 
     async def job(judge: JobJudge | None, lines: int = 2) -> str:
-        row = await store.begin_batch(tenant="t1", name=None, idempotency_key=None, judge=judge)
+        row = await store.begin_job(tenant="t1", name=None, idempotency_key=None, judge=judge)
         assert (row.judge, row.judge_key) == ((judge.name, judge.key) if judge else (None, None))
         await store.add_lines(row.id, [(seq, seq + 1, "{}") for seq in range(lines)])
         await store.finish_ingest(row.id, total=lines, rejections=[], body_sha256="0" * 64)
@@ -542,36 +542,36 @@ async def test_a_job_is_claimed_only_by_a_worker_offering_its_judge(store: JobSt
 
     a, b = JobJudge("lexicon:v1", "a" * 64, "{}"), JobJudge("openai:m", "b" * 64, "{}")
     of_a, of_b, legacy = await job(a), await job(b), await job(None)
-    assert await store.active_batch_ids(judges={a.key: False}) == [of_a]
-    assert await store.active_batch_ids(judges={a.key: False, None: False}) == [of_a, legacy]
-    assert await store.active_batch_ids(judges={b.key: True}) == []  # its phase is not done
-    assert await store.active_batch_ids(judges={}) == []
+    assert await store.active_job_ids(judges={a.key: False}) == [of_a]
+    assert await store.active_job_ids(judges={a.key: False, None: False}) == [of_a, legacy]
+    assert await store.active_job_ids(judges={b.key: True}) == []  # its phase is not done
+    assert await store.active_job_ids(judges={}) == []
     claimed = await store.claim("w1", batch_ids=[of_a, legacy], limit=10, lease_s=60)
     assert {(c.batch_id, c.judge) for c in claimed} == {(of_a, a.key), (legacy, None)}
 
     # b's job waits for a worker offering b: its detail says so, never one written by another
-    assert [r.id for r in await store.waiting_batches([a.key])] == [of_b]
+    assert [r.id for r in await store.waiting_jobs([a.key])] == [of_b]
     await store.note_waiting(of_b, f"{WAITING_PREFIX}openai:m; this service offers lexicon:v1")
-    row = await store.get_batch("t1", of_b)
+    row = await store.get_job("t1", of_b)
     assert row is not None and row.detail is not None and row.detail.startswith(WAITING_PREFIX)
     assert row.status == "queued"
     assert await store.claim_provider_phase("w2", lease_s=60, judges=["c" * 64]) is None
     assert await store.claim_provider_phase("w2", lease_s=60, judges=[b.key]) == of_b
-    assert await store.waiting_batches([a.key]) == []  # its phase is held now
+    assert await store.waiting_jobs([a.key]) == []  # its phase is held now
     await store.end_provider_phase("w2", of_b, done=True, detail="all answered")
     await store.note_waiting(of_b, f"{WAITING_PREFIX}openai:m")
-    assert (await store.get_batch("t1", of_b)).detail == "all answered"  # type: ignore[union-attr]
+    assert (await store.get_job("t1", of_b)).detail == "all answered"  # type: ignore[union-attr]
 
     # the first claim by a worker offering the judge clears the waiting detail
     await store.note_waiting(of_a, f"{WAITING_PREFIX}x")  # a's lines are leased: left alone
-    assert (await store.get_batch("t1", of_a)).detail is None  # type: ignore[union-attr]
+    assert (await store.get_job("t1", of_a)).detail is None  # type: ignore[union-attr]
     third = await job(b, lines=1)
     await store.note_waiting(third, f"{WAITING_PREFIX}openai:m")
-    assert await store.active_batch_ids(judges={b.key: False}) == [of_b, third]
+    assert await store.active_job_ids(judges={b.key: False}) == [of_b, third]
     assert [c.judge for c in await store.claim("w3", batch_ids=[third], limit=5, lease_s=60)] == [
         b.key
     ]
-    assert (await store.get_batch("t1", third)).detail is None  # type: ignore[union-attr]
+    assert (await store.get_job("t1", third)).detail is None  # type: ignore[union-attr]
 
 
 async def test_a_job_waiting_for_its_judge_says_so_over_the_progress_of_a_dead_phase(
@@ -580,7 +580,7 @@ async def test_a_job_waiting_for_its_judge_says_so_over_the_progress_of_a_dead_p
     from faithjudge.jobs.interface import PHASE_UNDERWAY_PREFIX, WAITING_PREFIX, JobJudge
 
     judge = JobJudge("openai-batch:m", "b" * 64, "{}")
-    row = await store.begin_batch(tenant="t1", name=None, idempotency_key=None, judge=judge)
+    row = await store.begin_job(tenant="t1", name=None, idempotency_key=None, judge=judge)
     await store.add_lines(row.id, [(0, 1, "{}")])
     await store.finish_ingest(row.id, total=1, rejections=[], body_sha256="0" * 64)
     progress = f"{PHASE_UNDERWAY_PREFIX}3 of 9 requests back (0 failed), batches 1 validating"
@@ -588,13 +588,13 @@ async def test_a_job_waiting_for_its_judge_says_so_over_the_progress_of_a_dead_p
     assert await store.claim_provider_phase("w1", lease_s=60, judges=[judge.key]) == row.id
     assert await store.renew_provider_phase("w1", row.id, lease_s=60, detail=progress) == "held"
     await store.note_waiting(row.id, waiting)  # a phase held now: its progress is current
-    assert (await store.get_batch("t1", row.id)).detail == progress  # type: ignore[union-attr]
+    assert (await store.get_job("t1", row.id)).detail == progress  # type: ignore[union-attr]
 
     # the process holding the phase died (its lease ran out), and no worker offers the judge
     assert await store.renew_provider_phase("w1", row.id, lease_s=0.01) == "held"
     await anyio.sleep(0.05)
     await store.note_waiting(row.id, waiting)
-    assert (await store.get_batch("t1", row.id)).detail == waiting  # type: ignore[union-attr]
+    assert (await store.get_job("t1", row.id)).detail == waiting  # type: ignore[union-attr]
 
 
 async def test_kept_judge_answers_are_read_by_line_and_the_first_answer_of_a_key_stays(
@@ -644,19 +644,19 @@ async def test_a_named_memory_store_is_shared_by_its_handles_until_the_last_clos
     url = f"memory://{tmp_path.name}-shared"
     first, second = await open_job_store(url), await open_job_store(url)
     row = await _batch(first)
-    assert (await second.get_batch("t1", row.id)) == row  # one store, two handles
+    assert (await second.get_job("t1", row.id)) == row  # one store, two handles
     private = await open_job_store("memory://")
-    assert await private.list_batches("t1", limit=10, before=None) == []
+    assert await private.list_jobs("t1", limit=10, before=None) == []
     await private.close()
 
     await first.close()
     with pytest.raises(StoreUnavailable, match="closed"):
         await first.ping()
-    assert await second.get_batch("t1", row.id) == row  # the other handle keeps it
+    assert await second.get_job("t1", row.id) == row  # the other handle keeps it
     await second.close()
     again = await open_job_store(url)
     try:
-        assert await again.get_batch("t1", row.id) is None  # nothing outlives the last handle
+        assert await again.get_job("t1", row.id) is None  # nothing outlives the last handle
     finally:
         await again.close()
 
@@ -683,14 +683,14 @@ async def main():
         async with httpx.AsyncClient(transport=transport, base_url="http://fj") as client:
             lines = Path({str(DEMO)!r}).read_bytes()
             ndjson = {{"content-type": "application/x-ndjson"}}
-            sent = await client.post("/v1/batches", content=lines, headers=ndjson)
+            sent = await client.post("/v1/jobs", content=lines, headers=ndjson)
             assert sent.status_code == 202, sent.text
             with anyio.fail_after(60):
-                while (await client.get(f"/v1/batches/{{sent.json()['id']}}")).json()[
+                while (await client.get(f"/v1/jobs/{{sent.json()['id']}}")).json()[
                     "status"
                 ] != "completed":
                     await anyio.sleep(0.05)
-            results = await client.get(f"/v1/batches/{{sent.json()['id']}}/results")
+            results = await client.get(f"/v1/jobs/{{sent.json()['id']}}/results")
             print(len(results.content.splitlines()), (await client.get("/readyz")).status_code)
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in {{"sqlalchemy", "alembic"}})
     print(loaded[:3])

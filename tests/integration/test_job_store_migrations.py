@@ -102,5 +102,5 @@ async def test_an_upgrade_from_0005_counts_the_tokens_of_lines_done_before_it_as
     await unmigrated.complete("w1", [done])
     after = await unmigrated.line_counts("b_old")
     assert (after.done, after.statuses["valid"], after.tokens) == (2, 6, Usage(2048, 60, 1024))
-    row = await unmigrated.get_batch("t1", "b_old")
+    row = await unmigrated.get_job("t1", "b_old")
     assert row is not None and row.status == "completed"

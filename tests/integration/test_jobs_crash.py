@@ -8,6 +8,7 @@ prompt of the line's CoT, so the test recomputes each line's key and checks its 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import signal
@@ -20,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import orjson
-from faithjudge.assets.prompts import load_prompt_set
+from faithjudge.assets.prompts import PromptSet, load_prompt_set
 from faithjudge.jobs.interface import DONE, open_job_store
 from faithjudge.settings import Settings
 
@@ -30,7 +31,11 @@ from tests.fixtures_service import Backend, free_port, serve_process
 
 store_backend = fixtures_service.store_backend
 
-LINES = 20_000
+# Enough lines that the kill lands with every call slot and a claim busy and most of the batch
+# still to do, and that the lines committed before it (a fifth at least) far outnumber the
+# allowance below, so a restart that judged them again could not pass as repeats of calls in
+# flight; the store is read back over two pages (of 5,000). More lines prove nothing more.
+LINES = 6_000
 CONCURRENCY = 64
 CLAIM_SIZE = 200
 # lines a worker holds claimed but not committed: what a kill may force to be judged again
@@ -60,9 +65,15 @@ def _body(count: int = LINES, prefix: str = "crash") -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
+@functools.cache
+def _prompts() -> PromptSet:
+    """The default prompt set, loaded once: loading it costs fifty times a line's rendering."""
+    return load_prompt_set()
+
+
 def _judge_key(i: int) -> tuple[str, str]:
     """The fake judge's counter key of line ``i``'s confidence-tone call."""
-    messages = load_prompt_set().render("confidence_tone", cot=_cot(i))  # the default set
+    messages = _prompts().render("confidence_tone", cot=_cot(i))
     user = "\n".join(m.content for m in messages if m.role == "user")
     return hashlib.sha1(user.encode()).hexdigest(), "confidence_tone"
 
@@ -112,6 +123,7 @@ async def _committed_item_ids(backend: Backend, data_dir: Path, batch_id: str) -
 def test_kill_9_mid_batch_resumes_without_repeating_committed_lines(
     store_backend: Backend, tmp_path: Path
 ) -> None:
+    assert LINES // 5 > IN_FLIGHT_ALLOWANCE, "the lines committed at the kill must outnumber it"
     data_dir = tmp_path / "data"
     port = free_port()
     log = tmp_path / "service.log"
@@ -120,7 +132,7 @@ def test_kill_9_mid_batch_resumes_without_repeating_committed_lines(
         env.update(
             {
                 "FAITHJUDGE_DATA_DIR": str(data_dir),
-                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
+                "FAITHJUDGE_JUDGE": "openai:fake-judge",
                 "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
                 "FAITHJUDGE_OPENAI_API_KEY": "test-key",
                 "FAITHJUDGE_CACHE": "false",

@@ -34,7 +34,7 @@ async def test_expired_leases_are_taken_over_and_stale_results_are_dropped(
 ) -> None:
     store = await _open(store_backend, tmp_path)
     try:
-        row = await store.begin_batch(tenant="t", name=None, idempotency_key=None)
+        row = await store.begin_job(tenant="t", name=None, idempotency_key=None)
         await store.add_lines(row.id, [(i, i + 1, "{}") for i in range(10)])
         await store.finish_ingest(row.id, total=10, rejections=[], body_sha256="x")
 
@@ -57,7 +57,7 @@ async def test_expired_leases_are_taken_over_and_stale_results_are_dropped(
         assert [seq for seq, _, _ in page] == list(range(10))
         assert all(state == DONE for _, state, _ in page)
         assert all("by live" in orjson.loads(text or "")["error"]["detail"] for *_, text in page)
-        finished = await store.get_batch("t", row.id)
+        finished = await store.get_job("t", row.id)
         assert finished is not None and finished.status == "completed"
     finally:
         await store.close()
@@ -73,7 +73,7 @@ async def test_two_replicas_drain_one_batch_without_scoring_a_line_twice(
         def settings(name: str) -> Settings:
             return Settings(
                 data_dir=tmp_path / name,
-                evaluator="openai:fake-judge",
+                judge="openai:fake-judge",
                 openai_base_url=fake.base_url,
                 openai_api_key="test-key",
                 cache=False,
@@ -87,12 +87,12 @@ async def test_two_replicas_drain_one_batch_without_scoring_a_line_twice(
             running_app(settings("two")) as (_, second),
         ):
             accepted = await first.post(
-                "/v1/batches", content=body, headers={"content-type": "application/x-ndjson"}
+                "/v1/jobs", content=body, headers={"content-type": "application/x-ndjson"}
             )
             assert accepted.status_code == 202
             batch_id = accepted.json()["id"]
             status = await wait_for_status(second, batch_id, within=120)
-            results = (await second.get(f"/v1/batches/{batch_id}/results")).content
+            results = (await second.get(f"/v1/jobs/{batch_id}/results")).content
             scraped = [(await c.get("/metrics")).text for c in (first, second)]
         counters = fake.counters
 
@@ -104,7 +104,7 @@ async def test_two_replicas_drain_one_batch_without_scoring_a_line_twice(
     assert counters.total == lines
     assert set(counters.by_key.values()) == {1}
     shares = [
-        float(re.search(r'faithjudge_lines_scored_total\{source="batch"\} (\S+)', t).group(1))  # type: ignore[union-attr]
+        float(re.search(r'faithjudge_lines_scored_total\{source="job"\} (\S+)', t).group(1))  # type: ignore[union-attr]
         for t in scraped
     ]
     assert sum(shares) == lines and min(shares) > 0, shares

@@ -93,7 +93,7 @@ def _judge(tmp: Path, latency_ms: int = 60) -> Iterator[_Judge]:
 
 def _score(judge: _Judge, tmp: Path, requests: Path, out: Path, **env: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "faithjudge", "score", str(requests), "-o", str(out)]
-    command += ["--evaluator", "openai:fake", "--concurrency", str(CONCURRENCY), "--no-progress"]
+    command += ["--judge", "openai:fake", "--concurrency", str(CONCURRENCY), "--no-progress"]
     environment = {
         **os.environ,
         "OPENAI_BASE_URL": judge.base_url,
@@ -175,17 +175,17 @@ def test_a_judge_gone_past_the_bound_stops_the_run_and_a_rerun_finishes_it(
 
 async def _restart_during(judge: _Judge, client: httpx.AsyncClient, batch_id: str) -> str:
     with anyio.fail_after(60):
-        while (await client.get(f"/v1/batches/{batch_id}")).json()["done"] < 20:  # noqa: ASYNC110
+        while (await client.get(f"/v1/jobs/{batch_id}")).json()["done"] < 20:  # noqa: ASYNC110
             await anyio.sleep(0.02)
     judge.kill()
     with anyio.fail_after(30):  # the job says what it waits for, and so does /readyz
         while True:
-            status = (await client.get(f"/v1/batches/{batch_id}")).json()
+            status = (await client.get(f"/v1/jobs/{batch_id}")).json()
             ready = await client.get("/readyz")
             if "waiting for the judge" in (status.get("detail") or "") and ready.status_code == 503:
                 break
             await anyio.sleep(0.05)
-    assert "openai:fake" in ready.json()["checks"]["evaluator"]
+    assert "openai:fake" in ready.json()["checks"]["judge"]
     # a synchronous score is told at once rather than held
     single = await client.post("/v1/score", json=orjson.loads(_lines(1, first=10_000)))
     assert single.status_code == 503 and "Retry-After" in single.headers
@@ -202,7 +202,7 @@ async def test_a_service_job_waits_for_a_restarting_judge_and_resumes(
     with _judge(tmp_path) as judge:
         settings = Settings(
             data_dir=tmp_path / "data",
-            evaluator="openai:fake",
+            judge="openai:fake",
             openai_base_url=judge.base_url,
             openai_api_key="sk-test",
             concurrency=CONCURRENCY,
@@ -210,7 +210,7 @@ async def test_a_service_job_waits_for_a_restarting_judge_and_resumes(
         )
         async with running_app(settings) as (_, client):
             accepted = await client.post(
-                "/v1/batches",
+                "/v1/jobs",
                 content=_lines(300),
                 headers={"content-type": "application/x-ndjson"},
             )
@@ -218,7 +218,7 @@ async def test_a_service_job_waits_for_a_restarting_judge_and_resumes(
             batch_id = accepted.json()["id"]
             detail = await _restart_during(judge, client, batch_id)
             status = await wait_for_status(client, batch_id, within=120)
-            results = (await client.get(f"/v1/batches/{batch_id}/results")).content
+            results = (await client.get(f"/v1/jobs/{batch_id}/results")).content
             assert (await client.get("/readyz")).status_code == 200
     assert "connection" in detail
     assert status["status"] == "completed"

@@ -14,10 +14,10 @@ import orjson
 import pytest
 from faithjudge.assets.schemas import judge_output_schema
 from faithjudge.cli.main import app
-from faithjudge.errors import EvaluatorError
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.openai import OpenAIEvaluator
+from faithjudge.errors import JudgeError
 from faithjudge.exit_codes import ExitCode
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.openai import OpenAIJudge
 from faithjudge.transport.chat import Message
 from faithjudge.transport.judge_servers import server_memo
 from faithjudge.transport.providers import make_openai_client
@@ -55,7 +55,7 @@ def _score(tmp_path: Path, fake: FakeJudge, lines: str, **env: str) -> tuple[Any
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text(lines)
     argv = ["score", str(source), "-o", str(out), "--no-progress", "--data-dir", str(tmp_path),
-            "--evaluator", "openai:gemma-3-270m"]  # fmt: skip
+            "--judge", "openai:gemma-3-270m"]  # fmt: skip
     result = CliRunner().invoke(app, argv, env=_env(fake, **env))
     return result, [orjson.loads(x) for x in out.read_bytes().splitlines()]
 
@@ -137,19 +137,19 @@ async def test_llama_cpp_python_words_reach_the_failure_streamed_or_not(stream: 
     is asked again unstreamed within the attempt, and its refusal is what the failure says."""
     with run_fake_judge(FakeJudgeConfig(n_ctx=500, llama_cpp=True)) as fake:
         client = make_openai_client(base_url=fake.base_url, api_key="sk-test", timeout=5.0)
-        evaluator = OpenAIEvaluator("gemma", client=client, stream=stream,
+        judge = OpenAIJudge("gemma", client=client, stream=stream,
                                     response_format="json_object+schema")  # fmt: skip
-        caller = JudgeCaller(evaluator)
-        with pytest.raises(EvaluatorError) as info:
+        caller = JudgeCaller(judge)
+        with pytest.raises(JudgeError) as info:
             await caller.call(_request(4_000))
-        await evaluator.aclose()
+        await judge.aclose()
         refused = fake.counters.context_refused
     message = str(info.value)
     assert info.value.attempts == 1
     assert refused == (2 if stream else 1)  # the silent stream, then the words
     assert "the prompt is 1,02" in message and "context window 500" in message
     assert "context_length_exceeded" not in message or "maximum context length" in message
-    assert evaluator.context_size == 500
+    assert judge.context_size == 500
 
 
 # ------------------------------------------------------- a reply cut by the context, not max
@@ -177,7 +177,7 @@ def test_a_reply_cut_by_the_context_is_not_blamed_on_the_token_limit(
 
 
 def _check(fake: FakeJudge, *args: str, **env: str) -> Any:
-    argv = ["check-judge", "--evaluator", "openai:gemma-3-270m", *args]
+    argv = ["check-judge", "--judge", "openai:gemma-3-270m", *args]
     return CliRunner().invoke(app, argv, env=_env(fake, **env))
 
 

@@ -30,7 +30,7 @@ def test_judge_time_is_kept_for_calls_made_and_left_out_for_cached_answers(
         for name in ("first.jsonl", "again.jsonl"):
             done = CliRunner().invoke(
                 app,
-                ["score", str(DEMO), "-o", str(tmp_path / name), "--evaluator", "openai:judge"],
+                ["score", str(DEMO), "-o", str(tmp_path / name), "--judge", "openai:judge"],
                 env=env,
             )
             assert done.exit_code == 0, done.output

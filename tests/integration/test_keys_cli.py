@@ -100,7 +100,7 @@ def test_the_service_refuses_a_revoked_key_with_401(tmp_path: Path) -> None:
 
             async def status(key: str) -> int:
                 bearer = {"Authorization": f"Bearer {key}"}
-                response = await client.get("/v1/batches", headers=bearer)
+                response = await client.get("/v1/jobs", headers=bearer)
                 if response.status_code == 401:
                     assert response.headers["www-authenticate"] == "Bearer"
                     assert response.json()["detail"] == "this API key was revoked"
@@ -117,7 +117,7 @@ def test_the_service_refuses_a_revoked_key_with_401(tmp_path: Path) -> None:
             ring.refresh(force=True)
             assert ring.configured
             assert await status(beta) == 401
-            anonymous = await client.get("/v1/batches")
+            anonymous = await client.get("/v1/jobs")
             assert anonymous.status_code == 401
 
     anyio.run(check)

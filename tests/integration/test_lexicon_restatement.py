@@ -81,7 +81,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
     source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in requests))
 
     async def run() -> None:
-        settings = Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
+        settings = Settings(judge="lexicon:v1", data_dir=tmp / "data", cache=False)
         async with open_scorer(settings) as scorer:
             await score_file(scorer, source, output, concurrency=8)
 

@@ -58,16 +58,16 @@ async def test_ten_concurrent_uploads_at_a_limit_of_two_accept_exactly_two(
     async with running_app(settings) as (_, client):
 
         async def upload() -> None:
-            response = await client.post("/v1/batches", content=body, headers=NDJSON)
+            response = await client.post("/v1/jobs", content=body, headers=NDJSON)
             codes.append(response.status_code)
             if response.status_code == 429:
                 assert response.headers["content-type"] == "application/problem+json"
-                assert "2 unfinished batches" in response.json()["detail"]
+                assert "2 unfinished jobs" in response.json()["detail"]
 
         async with anyio.create_task_group() as group:
             for _ in range(10):
                 group.start_soon(upload)
-        listed = (await client.get("/v1/batches")).json()["items"]
+        listed = (await client.get("/v1/jobs")).json()["items"]
     assert sorted(codes) == [202, 202] + [429] * 8
     assert len(listed) == 2
 
@@ -78,7 +78,7 @@ async def test_ten_concurrent_uploads_at_a_limit_of_two_accept_exactly_two(
 def _post_head(port: int, length: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     sock.sendall(
-        b"POST /v1/batches HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Content-Type: application/x-ndjson\r\n"
         b"Content-Length: " + str(length).encode() + b"\r\n\r\n"
     )
@@ -130,7 +130,7 @@ def test_a_slow_upload_gets_408_and_frees_its_slot(
             deadline = time.monotonic() + 30
             # a body of rejected lines takes no slot (422 while one is free, 429 while not)
             while True:
-                probe = httpx.post(f"{base}/v1/batches", content=_invalid(0), headers=NDJSON)
+                probe = httpx.post(f"{base}/v1/jobs", content=_invalid(0), headers=NDJSON)
                 if probe.status_code == 429:
                     break
                 assert probe.status_code == 422, probe.text
@@ -144,9 +144,9 @@ def test_a_slow_upload_gets_408_and_frees_its_slot(
         assert problem["status"] == 408
         expected = "bytes/s" if kind == "trickle" else "sent nothing for 2 s"
         assert expected in problem["detail"]
-        retried = httpx.post(f"{base}/v1/batches", content=line, headers=NDJSON)
+        retried = httpx.post(f"{base}/v1/jobs", content=line, headers=NDJSON)
         assert retried.status_code == 202, retried.text
-        listed = httpx.get(f"{base}/v1/batches").json()["items"]
+        listed = httpx.get(f"{base}/v1/jobs").json()["items"]
         assert [b["id"] for b in listed] == [retried.json()["id"]]
 
 
@@ -162,7 +162,7 @@ async def test_the_202_lists_the_first_rejections_and_results_hold_every_line(
     body = b"\n".join([good[0], *bad, good[1]]) + b"\n"
     settings = settings_for(store_backend, tmp_path)
     async with running_app(settings) as (_, client):
-        response = await client.post("/v1/batches", content=body, headers=NDJSON)
+        response = await client.post("/v1/jobs", content=body, headers=NDJSON)
         assert response.status_code == 202, response.text
         accepted = response.json()
         assert accepted["accepted"] == 2 and accepted["rejected_total"] == 250
@@ -170,14 +170,14 @@ async def test_the_202_lists_the_first_rejections_and_results_hold_every_line(
         assert accepted["rejected"][0]["field"] == "ground_truth"
         status = await wait_for_status(client, accepted["id"])
         assert status["rejected"] == 250
-        results = await client.get(f"/v1/batches/{accepted['id']}/results")
+        results = await client.get(f"/v1/jobs/{accepted['id']}/results")
         rows = [orjson.loads(x) for x in results.content.splitlines()]
         assert [r["line"] for r in rows] == list(range(1, 253))
         assert [r["item_id"] for r in rows[1:-1]] == [f"bad-{i:06d}" for i in range(250)]
         assert all(r["error"]["stage"] == "input" for r in rows[1:-1])
         assert rows[0]["error"] is None and rows[-1]["error"] is None
 
-        nothing = await client.post("/v1/batches", content=b"\n".join(bad), headers=NDJSON)
+        nothing = await client.post("/v1/jobs", content=b"\n".join(bad), headers=NDJSON)
         assert nothing.status_code == 422
         problem = nothing.json()
         assert "none of the 250 lines is valid" in problem["detail"]
@@ -229,13 +229,13 @@ async def test_results_merge_paged_rejections_in_line_order_at_every_offset(
     rejected = total - len(accepted_lines)
     settings = settings_for(store_backend, tmp_path)
     async with running_app(settings) as (_, client):
-        response = await client.post("/v1/batches", content=body, headers=NDJSON)
+        response = await client.post("/v1/jobs", content=body, headers=NDJSON)
         assert response.status_code == 202, response.text
         batch = response.json()
         assert (batch["accepted"], batch["rejected_total"]) == (len(_GAPS), rejected)
         assert len(batch["rejected"]) == (2 if kept == "store" else rejected)
         await wait_for_status(client, batch["id"])
-        url = f"/v1/batches/{batch['id']}/results"
+        url = f"/v1/jobs/{batch['id']}/results"
         full = (await client.get(url)).content.splitlines()
         rows = [orjson.loads(x) for x in full]
         assert [r["line"] for r in rows] == list(range(1, total + 1))
@@ -248,7 +248,7 @@ async def test_results_merge_paged_rejections_in_line_order_at_every_offset(
             tail = await client.get(url, params={"offset": offset})
             assert tail.status_code == 200
             assert tail.content.splitlines() == full[offset:], offset
-        report_url = f"/v1/batches/{batch['id']}/report"
+        report_url = f"/v1/jobs/{batch['id']}/report"
         params: dict[str, str | int] = {"format": "json", "bootstrap": 10}
         listed = (await client.get(report_url, params=params)).json()
         assert (listed["summary"]["lines"], listed["summary"]["input_errors"]) == (total, rejected)
@@ -278,9 +278,9 @@ async def test_results_of_a_queued_batch_stop_at_its_first_accepted_line(
     body, accepted_lines = _interleaved()
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (_, client):
-        response = await client.post("/v1/batches", content=body, headers=NDJSON)
+        response = await client.post("/v1/jobs", content=body, headers=NDJSON)
         assert response.status_code == 202, response.text
-        url = f"/v1/batches/{response.json()['id']}/results"
+        url = f"/v1/jobs/{response.json()['id']}/results"
         before_first = accepted_lines[0] - 1
         for offset in range(before_first + 2):
             tail = (await client.get(url, params={"offset": offset})).content.splitlines()
@@ -325,13 +325,13 @@ def test_a_150_mb_upload_of_rejected_lines_keeps_server_memory_bounded(tmp_path:
     with serve_process(command, env, port, tmp_path / "service.log", cwd=ROOT) as service:
         before = _peak_rss(service.pid)
         response = httpx.post(
-            f"http://127.0.0.1:{port}/v1/batches",
+            f"http://127.0.0.1:{port}/v1/jobs",
             content=_big_body(count, question),
             headers=NDJSON,
             timeout=600,
         )
         peak = _peak_rss(service.pid)
-        batch_url = f"http://127.0.0.1:{port}/v1/batches/{response.json()['id']}"
+        batch_url = f"http://127.0.0.1:{port}/v1/jobs/{response.json()['id']}"
         lines = 0
         with httpx.stream("GET", f"{batch_url}/results", timeout=600) as streamed:
             for line in streamed.iter_lines():
@@ -373,16 +373,14 @@ async def test_a_cancelled_batch_counts_its_unscored_lines(
 ) -> None:
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (_, client):
-        accepted = await client.post(
-            "/v1/batches", content=b"\n".join(demo_lines(5)), headers=NDJSON
-        )
+        accepted = await client.post("/v1/jobs", content=b"\n".join(demo_lines(5)), headers=NDJSON)
         batch_id = accepted.json()["id"]
-        queued = (await client.get(f"/v1/batches/{batch_id}")).json()
+        queued = (await client.get(f"/v1/jobs/{batch_id}")).json()
         assert queued["cancelled"] == 0
-        cancelled = (await client.delete(f"/v1/batches/{batch_id}")).json()
+        cancelled = (await client.delete(f"/v1/jobs/{batch_id}")).json()
         assert cancelled["status"] == "cancelled"
         assert (cancelled["cancelled"], cancelled["done"], cancelled["pending"]) == (5, 0, 0)
-        again = (await client.get(f"/v1/batches/{batch_id}")).json()
+        again = (await client.get(f"/v1/jobs/{batch_id}")).json()
         assert again["cancelled"] == 5
 
 
@@ -396,7 +394,7 @@ async def test_readyz_names_a_judge_whose_recent_lines_all_failed_at_transport(
         settings = settings_for(
             store_backend,
             tmp_path,
-            evaluator="openai:fake-judge",
+            judge="openai:fake-judge",
             openai_base_url=broken.base_url,
             openai_api_key="test-key",
             max_retries=0,
@@ -406,7 +404,7 @@ async def test_readyz_names_a_judge_whose_recent_lines_all_failed_at_transport(
             ready = await client.get("/readyz")
             assert ready.status_code == 200, ready.text
             accepted = await client.post(
-                "/v1/batches", content=b"\n".join(demo_lines(4)), headers=NDJSON
+                "/v1/jobs", content=b"\n".join(demo_lines(4)), headers=NDJSON
             )
             status = await wait_for_status(client, accepted.json()["id"])
             assert status["failure_stages"].get("transport", 0) > 0
@@ -414,8 +412,8 @@ async def test_readyz_names_a_judge_whose_recent_lines_all_failed_at_transport(
     assert ready.status_code == 503
     body = ready.json()
     assert body["status"] == "not_ready" and body["checks"]["store"] == "ok"
-    evaluator = body["checks"]["evaluator"]
-    assert "openai:fake-judge" in evaluator and "last error" in evaluator
+    judge = body["checks"]["judge"]
+    assert "openai:fake-judge" in judge and "last error" in judge
 
 
 @pytest.mark.anyio
@@ -426,7 +424,7 @@ async def test_readyz_names_a_dead_judge_from_the_live_route_alone(tmp_path: Pat
     port = free_port()
     settings = Settings(
         data_dir=tmp_path / "data",
-        evaluator="openai:fake-judge",
+        judge="openai:fake-judge",
         openai_base_url=f"http://127.0.0.1:{port}/v1",  # nothing listens there yet
         openai_api_key="test-key",
         max_retries=0,
@@ -446,5 +444,5 @@ async def test_readyz_names_a_dead_judge_from_the_live_route_alone(tmp_path: Pat
             assert scored.status_code == 200, scored.text
             up = await client.get("/readyz")
     assert down.status_code == 503, down.text
-    assert "openai:fake-judge" in down.json()["checks"]["evaluator"]
+    assert "openai:fake-judge" in down.json()["checks"]["judge"]
     assert up.status_code == 200, up.text

@@ -20,9 +20,9 @@ import orjson
 import pytest
 from faithjudge.assets.schemas import judge_output_schema
 from faithjudge.cli.main import app
-from faithjudge.errors import EvaluatorError
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.openai import OpenAIEvaluator
+from faithjudge.errors import JudgeError
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.openai import OpenAIJudge
 from faithjudge.transport.chat import Message
 from faithjudge.transport.judge_servers import forget_servers, server_memo
 from faithjudge.transport.providers import make_openai_client
@@ -63,7 +63,7 @@ def _score(
         **env,
     }
     argv = ["score", str(source), "-o", str(out), "--no-progress", "--data-dir",
-            str(data_dir or workdir), "--evaluator", "openai:gemma-3-270m", *args]  # fmt: skip
+            str(data_dir or workdir), "--judge", "openai:gemma-3-270m", *args]  # fmt: skip
     result = CliRunner().invoke(app, argv, env=environment)
     return result, [orjson.loads(x) for x in out.read_bytes().splitlines()]
 
@@ -155,9 +155,9 @@ async def _no_wait(seconds: float) -> None:
     return None
 
 
-def _evaluator(fake: FakeJudge, timeout: float, **kwargs: object) -> OpenAIEvaluator:
+def _judge(fake: FakeJudge, timeout: float, **kwargs: object) -> OpenAIJudge:
     client = make_openai_client(base_url=fake.base_url, api_key="sk-test", timeout=timeout)
-    return OpenAIEvaluator("gemma-3-270m", client=client, **kwargs)  # type: ignore[arg-type]
+    return OpenAIJudge("gemma-3-270m", client=client, **kwargs)  # type: ignore[arg-type]
 
 
 async def _call_all(caller: JudgeCaller, calls: int) -> list[object]:
@@ -166,7 +166,7 @@ async def _call_all(caller: JudgeCaller, calls: int) -> list[object]:
     async def one(n: int) -> None:
         try:
             outcomes.append(await caller.call(_request(n)))
-        except EvaluatorError as exc:
+        except JudgeError as exc:
             outcomes.append(exc)
 
     async with anyio.create_task_group() as group:
@@ -181,18 +181,18 @@ async def test_a_server_slower_than_the_timeout_finishes_by_streaming() -> None:
     finish; unstreamed, the same server times out and the failure names the setting."""
     config = FakeJudgeConfig(chunk_delay_s=0.03, chunk_chars=8)  # ~1.2 s per reply
     with run_fake_judge(config) as fake:
-        evaluator = _evaluator(fake, timeout=0.4)
-        caller = JudgeCaller(evaluator, sleep=_no_wait)
+        judge = _judge(fake, timeout=0.4)
+        caller = JudgeCaller(judge, sleep=_no_wait)
         outcomes = await _call_all(caller, 3)
-        assert all(not isinstance(o, EvaluatorError) for o in outcomes), outcomes
+        assert all(not isinstance(o, JudgeError) for o in outcomes), outcomes
         assert [getattr(o, "attempts", None) for o in outcomes] == [1, 1, 1]
         assert all(body.get("stream") is True for body in fake.requests)
-        assert server_memo(evaluator.client.base_url.__str__(), "gemma-3-270m").stream is True
-        await evaluator.aclose()
+        assert server_memo(judge.client.base_url.__str__(), "gemma-3-270m").stream is True
+        await judge.aclose()
 
-        unstreamed = _evaluator(fake, timeout=0.4, stream=False)
+        unstreamed = _judge(fake, timeout=0.4, stream=False)
         caller = JudgeCaller(unstreamed, sleep=_no_wait, policy=RetryPolicy(max_retries=1))
-        with pytest.raises(EvaluatorError) as info:
+        with pytest.raises(JudgeError) as info:
             await caller.call(_request(9))
         await unstreamed.aclose()
     message = str(info.value)
@@ -209,12 +209,12 @@ async def test_a_server_answering_one_at_a_time_is_paced(server: str) -> None:
     the reply being streamed)."""
     config = FakeJudgeConfig(chunk_delay_s=0.03, chunk_chars=8, **{server: True})  # type: ignore[arg-type]
     with run_fake_judge(config) as fake:
-        evaluator = _evaluator(fake, timeout=0.6)
-        caller = JudgeCaller(evaluator, sleep=_no_wait, limiter=anyio.CapacityLimiter(100))
+        judge = _judge(fake, timeout=0.6)
+        caller = JudgeCaller(judge, sleep=_no_wait, limiter=anyio.CapacityLimiter(100))
         assert caller.pacing is not None and caller.limiter.total_tokens == 1
         outcomes = await _call_all(caller, 12)
-        await evaluator.aclose()
-    assert all(not isinstance(o, EvaluatorError) for o in outcomes), outcomes
+        await judge.aclose()
+    assert all(not isinstance(o, JudgeError) for o in outcomes), outcomes
     assert caller.limiter.total_tokens <= 2
     wasted = fake.counters.abandoned + fake.counters.cut_short
     # a probe after 1, 2, 4, 8 answers: about log2(calls) of them
@@ -227,11 +227,11 @@ async def test_a_server_answering_one_at_a_time_is_paced(server: str) -> None:
 @pytest.mark.anyio
 async def test_a_server_error_carries_the_servers_words() -> None:
     with run_fake_judge(FakeJudgeConfig(fault="server_error")) as fake:
-        evaluator = _evaluator(fake, timeout=2.0)
-        caller = JudgeCaller(evaluator, sleep=_no_wait, policy=RetryPolicy(max_retries=2))
-        with pytest.raises(EvaluatorError) as info:
+        judge = _judge(fake, timeout=2.0)
+        caller = JudgeCaller(judge, sleep=_no_wait, policy=RetryPolicy(max_retries=2))
+        with pytest.raises(JudgeError) as info:
             await caller.call(_request(1))
-        await evaluator.aclose()
+        await judge.aclose()
     message = str(info.value)
     assert message.startswith("InternalServerError (HTTP 500) after 3 attempts, retries exhausted")
     assert "the server said: fake server_error" in message[:200]
@@ -253,7 +253,7 @@ def test_litellm_pointed_at_another_server_asks_that_server(
             source, out = tmp_path / "in.jsonl", tmp_path / f"out-{fake.port}.jsonl"
             source.write_text(_lines(2))
             argv = ["score", str(source), "-o", str(out), "--no-progress", "--data-dir",
-                    str(tmp_path), "--evaluator", "litellm:openai/judge-1"]  # fmt: skip
+                    str(tmp_path), "--judge", "litellm:openai/judge-1"]  # fmt: skip
             env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test"}
             runs.append(CliRunner().invoke(app, argv, env=env))
             assert runs[-1].exit_code == 0, runs[-1].output

@@ -8,7 +8,6 @@ in the service learns about it, yet it is graded, verified, aggregated, covered 
 from __future__ import annotations
 
 import dataclasses
-import re
 import shutil
 import subprocess
 import sys
@@ -35,9 +34,10 @@ from faithjudge_client import metric_catalogue as catalogue
 from faithjudge_client.lines import METRICS, ScoreRequest
 from faithjudge_client.metric_catalogue import MetricSpec, register_metric, unregister_metric
 
+from tests import hedging_rule
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.jsonl"
-_HEDGES = re.compile(r"\b(?:may|might|possibly|probably|likely|suggests?)\b", re.IGNORECASE)
 
 HEDGING_SCHEMA: dict[str, Any] = {
     # the toy metric's output schema, shared with the built-in recipe's test
@@ -59,18 +59,9 @@ HEDGING_SCHEMA: dict[str, Any] = {
 }  # fmt: skip
 
 
-def _hedging_rule(_lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+def _hedging_rule(lex: Lexicon, cot: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     assert set(inputs) == {"cot", "question"}  # exactly the inputs its catalogue entry names
-    found = [m.group(0) for m in _HEDGES.finditer(cot)]
-    return {
-        "abstain": False,
-        "abstain_reason": None,
-        "score": 1 + min(4, len(found)),
-        "quotes": found[:4],
-        "quote_spans": [],
-        "rationale": f"{len(found)} hedge word(s)",
-        "hedge_count": len(found),
-    }
+    return hedging_rule.hedging(lex, cot, inputs)
 
 
 @pytest.fixture
@@ -112,7 +103,7 @@ def toy_metric(tmp_path: Path) -> Iterator[Path]:
 def _score(prompts: Path, tmp: Path) -> Path:
     output = tmp / "results.jsonl"
     settings = Settings(
-        evaluator="lexicon:v1", prompt_set=str(prompts), data_dir=tmp / "data", cache=False
+        judge="lexicon:v1", prompt_set=str(prompts), data_dir=tmp / "data", cache=False
     )
 
     async def run() -> None:

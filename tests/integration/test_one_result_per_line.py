@@ -65,19 +65,19 @@ async def test_the_cli_and_the_service_write_the_same_result_lines(tmp_path: Pat
 
     settings = Settings(data_dir=tmp_path / "svc-data", concurrency=4)
     async with running_app(settings) as (_, client):
-        accepted = await client.post("/v1/batches", content=_body(), headers=NDJSON)
+        accepted = await client.post("/v1/jobs", content=_body(), headers=NDJSON)
         assert accepted.status_code == 202, accepted.text
         body = accepted.json()
         assert [r["line"] for r in body["rejected"]] == [2, 4, 6, 9]
         assert body["rejected"][2]["item_id"] == "bad-1" and body["rejected"][2]["model"] == "vlm-x"
         await wait_for_status(client, body["id"])
-        response = await client.get(f"/v1/batches/{body['id']}/results")
+        response = await client.get(f"/v1/jobs/{body['id']}/results")
         service_raw = response.content.splitlines()
         # a client that lost count resumes anywhere and gets exactly the rest
         for offset in range(len(service_raw) + 1):
-            tail = await client.get(f"/v1/batches/{body['id']}/results", params={"offset": offset})
+            tail = await client.get(f"/v1/jobs/{body['id']}/results", params={"offset": offset})
             assert tail.content.splitlines() == service_raw[offset:], offset
-        report = await client.get(f"/v1/batches/{body['id']}/report", params={"format": "json"})
+        report = await client.get(f"/v1/jobs/{body['id']}/report", params={"format": "json"})
         assert report.status_code == 200
 
     service_lines = [_without_provenance(x) for x in service_raw]

@@ -1,4 +1,4 @@
-"""OpenAIEvaluator + JudgeCaller against the fake judge over real loopback HTTP."""
+"""OpenAIJudge + JudgeCaller against the fake judge over real loopback HTTP."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
-from faithjudge.errors import ConfigError, EvaluatorError
-from faithjudge.evaluators import make_evaluator
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.openai import OpenAIEvaluator
+from faithjudge.errors import ConfigError, JudgeError
+from faithjudge.judges import make_judge
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.openai import OpenAIJudge
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.cache import ResponseCache
@@ -64,7 +64,7 @@ def judge_request(cot: str, metric: str = "clinical_fidelity") -> JudgeRequest:
     return JudgeRequest(
         metric=metric,  # type: ignore[arg-type]
         messages=(
-            Message("system", f"You are a strict evaluator. metric: {metric}"),
+            Message("system", f"You are a strict judge. metric: {metric}"),
             Message("user", f"Grade this reasoning.\n{fenced}"),
         ),
         response_schema=SCHEMA,
@@ -73,26 +73,24 @@ def judge_request(cot: str, metric: str = "clinical_fidelity") -> JudgeRequest:
 
 
 @pytest.fixture(params=["aiohttp", "httpx"])
-async def evaluator(
-    request: pytest.FixtureRequest, fake: FakeJudge
-) -> AsyncIterator[OpenAIEvaluator]:
+async def judge(request: pytest.FixtureRequest, fake: FakeJudge) -> AsyncIterator[OpenAIJudge]:
     client = make_openai_client(
         base_url=fake.base_url, api_key="test", timeout=CLIENT_TIMEOUT, transport=request.param
     )
-    evaluator = OpenAIEvaluator("judge-1", client=client)
-    yield evaluator
-    await evaluator.aclose()
+    judge = OpenAIJudge("judge-1", client=client)
+    yield judge
+    await judge.aclose()
 
 
-def caller_for(evaluator: OpenAIEvaluator, **kwargs: object) -> tuple[JudgeCaller, Sleeps]:
+def caller_for(judge: OpenAIJudge, **kwargs: object) -> tuple[JudgeCaller, Sleeps]:
     sleeps = Sleeps()
-    return JudgeCaller(evaluator, sleep=sleeps, **kwargs), sleeps  # type: ignore[arg-type]
+    return JudgeCaller(judge, sleep=sleeps, **kwargs), sleeps  # type: ignore[arg-type]
 
 
 async def test_normal_answer_carries_model_usage_and_fingerprint(
-    fake: FakeJudge, evaluator: OpenAIEvaluator
+    fake: FakeJudge, judge: OpenAIJudge
 ) -> None:
-    caller, _ = caller_for(evaluator)
+    caller, _ = caller_for(judge)
     response = await caller.call(judge_request("The heart is normal."))
     reply = orjson.loads(response.text)
     assert reply["score"] == 1 and reply["basis"] == "QSK" and reply["abstain"] is False
@@ -123,9 +121,9 @@ async def test_normal_answer_carries_model_usage_and_fingerprint(
     ],
 )
 async def test_transient_faults_are_retried(
-    fake: FakeJudge, evaluator: OpenAIEvaluator, fault: str, attempts: int
+    fake: FakeJudge, judge: OpenAIJudge, fault: str, attempts: int
 ) -> None:
-    caller, sleeps = caller_for(evaluator, policy=RetryPolicy(jitter=False))
+    caller, sleeps = caller_for(judge, policy=RetryPolicy(jitter=False))
     response = await caller.call(judge_request(f"Lungs clear. [[fake:{fault}]]"))
     assert orjson.loads(response.text)["score"] == 1
     assert response.attempts == attempts and fake.counters.total == attempts
@@ -138,9 +136,9 @@ async def test_transient_faults_are_retried(
 
 @pytest.mark.parametrize("fault", ["not_json", "truncated", "schema_violation", "bad_quote"])
 async def test_bad_answers_are_returned_not_retried(
-    fake: FakeJudge, evaluator: OpenAIEvaluator, fault: str
+    fake: FakeJudge, judge: OpenAIJudge, fault: str
 ) -> None:
-    caller, sleeps = caller_for(evaluator)
+    caller, sleeps = caller_for(judge)
     response = await caller.call(judge_request(f"Lungs clear. [[fake:{fault}]]"))
     assert response.attempts == 1 and fake.counters.total == 1 and sleeps.delays == []
     if fault == "not_json":
@@ -156,57 +154,53 @@ async def test_bad_answers_are_returned_not_retried(
         assert reply["score"] == 3 and reply["quotes"][0] not in "Lungs clear."
 
 
-async def test_retry_after_header_sets_the_delay(
-    fake: FakeJudge, evaluator: OpenAIEvaluator
-) -> None:
+async def test_retry_after_header_sets_the_delay(fake: FakeJudge, judge: OpenAIJudge) -> None:
     fake.config.retry_after = "7"
-    caller, sleeps = caller_for(evaluator)
+    caller, sleeps = caller_for(judge)
     response = await caller.call(judge_request("[[fake:rate_limit*1]]"))
     assert response.attempts == 2 and sleeps.delays == [7.0]
 
 
 async def test_permanent_rate_limit_exhausts_six_attempts(
-    fake: FakeJudge, evaluator: OpenAIEvaluator
+    fake: FakeJudge, judge: OpenAIJudge
 ) -> None:
-    caller, sleeps = caller_for(evaluator)
-    with pytest.raises(EvaluatorError) as info:
+    caller, sleeps = caller_for(judge)
+    with pytest.raises(JudgeError) as info:
         await caller.call(judge_request("[[fake:rate_limit]]"))
     assert info.value.attempts == 6 and info.value.status == 429
     assert "RateLimitError" in str(info.value) and "429" in str(info.value)
     assert fake.counters.total == 6 and sleeps.delays == [0.0] * 5
 
 
-async def test_permanent_hang_ends_as_timeout_error(
-    fake: FakeJudge, evaluator: OpenAIEvaluator
-) -> None:
-    caller, _ = caller_for(evaluator, policy=RetryPolicy(max_retries=1))
-    with pytest.raises(EvaluatorError) as info:
+async def test_permanent_hang_ends_as_timeout_error(fake: FakeJudge, judge: OpenAIJudge) -> None:
+    caller, _ = caller_for(judge, policy=RetryPolicy(max_retries=1))
+    with pytest.raises(JudgeError) as info:
         await caller.call(judge_request("[[fake:hang]]"))
     assert info.value.attempts == 2 and info.value.status is None
     assert "APITimeoutError" in str(info.value)
 
 
-async def test_bad_request_is_not_retried(fake: FakeJudge, evaluator: OpenAIEvaluator) -> None:
-    caller, sleeps = caller_for(evaluator)
-    with pytest.raises(EvaluatorError) as info:
+async def test_bad_request_is_not_retried(fake: FakeJudge, judge: OpenAIJudge) -> None:
+    caller, sleeps = caller_for(judge)
+    with pytest.raises(JudgeError) as info:
         await caller.call(judge_request("[[fake:no_such_fault]]"))
     assert (info.value.attempts, info.value.status, fake.counters.total) == (1, 400, 1)
     assert "BadRequestError" in str(info.value) and sleeps.delays == []
 
 
 async def test_json_schema_rejection_falls_back_to_json_object(
-    fake: FakeJudge, evaluator: OpenAIEvaluator
+    fake: FakeJudge, judge: OpenAIJudge
 ) -> None:
     fake.config.reject_json_schema = True
     with ResponseCache(":memory:") as cache:
-        caller, _ = caller_for(evaluator, cache=cache)
-        before = evaluator.cache_key_material(judge_request("Heart normal."))
+        caller, _ = caller_for(judge, cache=cache)
+        before = judge.cache_key_material(judge_request("Heart normal."))
         first = await caller.call(judge_request("Heart normal."))
-        assert evaluator.response_format == "json_object+schema"
+        assert judge.response_format == "json_object+schema"
         assert fake.counters.rejected_json_schema == 1 and fake.counters.total == 2
         with_schema = {"type": "json_object", "schema": SCHEMA}
         assert fake.requests[-1]["response_format"] == with_schema
-        after = evaluator.cache_key_material(judge_request("Heart normal."))
+        after = judge.cache_key_material(judge_request("Heart normal."))
         assert before is not None and after is not None
         assert after["response_format"] == with_schema != before["response_format"]
         # cached under what was actually sent: the same request now hits
@@ -218,15 +212,15 @@ async def test_json_schema_rejection_falls_back_to_json_object(
 
 
 async def test_cache_hit_makes_no_server_call(
-    fake: FakeJudge, evaluator: OpenAIEvaluator, tmp_path: Path
+    fake: FakeJudge, judge: OpenAIJudge, tmp_path: Path
 ) -> None:
     fake.config.quote_mode = "first_sentence"
     path = tmp_path / "cache.sqlite3"
     with ResponseCache(path) as cache:
-        caller, _ = caller_for(evaluator, cache=cache)
+        caller, _ = caller_for(judge, cache=cache)
         first = await caller.call(judge_request("Mild cardiomegaly. No effusion."))
     with ResponseCache(path) as cache:
-        caller, _ = caller_for(evaluator, cache=cache)
+        caller, _ = caller_for(judge, cache=cache)
         second = await caller.call(judge_request("Mild cardiomegaly. No effusion."))
     assert fake.counters.total == 1
     assert (second.text, second.cached, second.attempts) == (first.text, True, 0)
@@ -234,10 +228,10 @@ async def test_cache_hit_makes_no_server_call(
 
 
 async def test_identical_concurrent_requests_make_one_call(
-    fake: FakeJudge, evaluator: OpenAIEvaluator
+    fake: FakeJudge, judge: OpenAIJudge
 ) -> None:
     fake.config.latency_s = 0.2
-    caller, _ = caller_for(evaluator)
+    caller, _ = caller_for(judge)
     results: list[JudgeResponse] = []
 
     async def one() -> None:
@@ -250,9 +244,9 @@ async def test_identical_concurrent_requests_make_one_call(
     assert sorted(r.attempts for r in results) == [0, 1]
 
 
-async def test_limiter_caps_requests_in_flight(fake: FakeJudge, evaluator: OpenAIEvaluator) -> None:
+async def test_limiter_caps_requests_in_flight(fake: FakeJudge, judge: OpenAIJudge) -> None:
     fake.config.latency_s = 0.05
-    caller, _ = caller_for(evaluator, limiter=anyio.CapacityLimiter(4))
+    caller, _ = caller_for(judge, limiter=anyio.CapacityLimiter(4))
     async with anyio.create_task_group() as group:
         for i in range(24):
             group.start_soon(caller.call, judge_request(f"text {i}"))
@@ -262,27 +256,27 @@ async def test_limiter_caps_requests_in_flight(fake: FakeJudge, evaluator: OpenA
 async def test_many_concurrent_calls_overlap(fake: FakeJudge) -> None:
     fake.config.latency_s = 0.3
     client = make_openai_client(base_url=fake.base_url, api_key="test", timeout=10)
-    evaluator = OpenAIEvaluator("judge-1", client=client)
-    evaluator.paced = False  # the transport's own overlap; pacing a local server is tested apart
-    caller, _ = caller_for(evaluator)
+    judge = OpenAIJudge("judge-1", client=client)
+    judge.paced = False  # the transport's own overlap; pacing a local server is tested apart
+    caller, _ = caller_for(judge)
     async with anyio.create_task_group() as group:
         for i in range(100):
             group.start_soon(caller.call, judge_request(f"text {i}", "confidence_tone"))
-    await evaluator.aclose()
+    await judge.aclose()
     assert fake.counters.total == 100 and fake.counters.max_in_flight >= 50
 
 
 # ------------------------------------------------------------------ factories
 
 
-async def test_factory_builds_a_working_openai_evaluator(fake: FakeJudge) -> None:
+async def test_factory_builds_a_working_openai_judge(fake: FakeJudge) -> None:
     settings = Settings.model_construct(openai_base_url=fake.base_url, http_transport="httpx")
-    evaluator = make_evaluator("openai:judge-2", settings=settings)
-    assert evaluator.id == "openai:judge-2"
-    assert evaluator.settings()["base_url"] == fake.base_url + "/"
-    response = await JudgeCaller(evaluator).call(judge_request("ok", "causal_attribution"))
+    judge = make_judge("openai:judge-2", settings=settings)
+    assert judge.id == "openai:judge-2"
+    assert judge.settings()["base_url"] == fake.base_url + "/"
+    response = await JudgeCaller(judge).call(judge_request("ok", "causal_attribution"))
     assert orjson.loads(response.text)["claimed_influence"] == "none"
-    await evaluator.aclose()
+    await judge.aclose()
 
 
 def test_local_servers_get_a_dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,6 +296,6 @@ def test_openai_without_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -
 
 def test_openai_api_uses_max_completion_tokens() -> None:
     client = make_openai_client(api_key="sk-test", base_url="https://api.openai.com/v1")
-    assert OpenAIEvaluator("gpt-x", client=client).settings()["max_tokens_field"] == (
+    assert OpenAIJudge("gpt-x", client=client).settings()["max_tokens_field"] == (
         "max_completion_tokens"
     )

@@ -1,4 +1,4 @@
-"""An output keeps its judge: a resume or ``--retry-failed`` that names no evaluator scores with
+"""An output keeps its judge: a resume or ``--retry-failed`` that names no judge scores with
 the judge of the output's lines; another judge exits 3 naming both unless ``--judge-change``;
 lines no judge answered belong to no judge, so the reports name one; and ``score`` leaves its
 folder tidy (no empty output, no lock file, a private results file)."""
@@ -49,7 +49,7 @@ def _said(result: Any) -> str:
 
 
 def _fake_env(base_url: str, tmp_path: Path) -> dict[str, str]:
-    """The fake judge's server settings, naming no evaluator."""
+    """The fake judge's server settings, naming no judge."""
     return {
         "FAITHJUDGE_OPENAI_BASE_URL": base_url,
         "FAITHJUDGE_OPENAI_API_KEY": "test-key",
@@ -87,7 +87,7 @@ def _half_down(fake: Any, tmp_path: Path, source: Path, out: Path, *, down_first
               tmp_path).items()}  # fmt: skip
 
     async def run() -> None:
-        settings = Settings(**values, evaluator="openai:fake-judge", concurrency=1)
+        settings = Settings(**values, judge="openai:fake-judge", concurrency=1)
         async with open_scorer(settings) as scorer:
             await score_file(scorer, source, out, concurrency=1, progress=switch_at_half)
 
@@ -95,7 +95,7 @@ def _half_down(fake: Any, tmp_path: Path, source: Path, out: Path, *, down_first
     fake.config.fault = None
 
 
-def test_a_retry_naming_no_evaluator_keeps_the_outputs_judge(tmp_path: Path) -> None:
+def test_a_retry_naming_no_judge_keeps_the_outputs_judge(tmp_path: Path) -> None:
     source, out = _ten_lines(tmp_path), tmp_path / "out.jsonl"
     with run_fake_judge(FakeJudgeConfig()) as fake:
         _half_down(fake, tmp_path, source, out, down_first=True)
@@ -105,7 +105,7 @@ def test_a_retry_naming_no_evaluator_keeps_the_outputs_judge(tmp_path: Path) -> 
         # lines no judge answered are no second judge: the report names one
         summary = summarise_judges(first)
         assert not summary.mixed and summary.answered
-        assert [(j.evaluator, lines) for j, lines in summary.judges] == [("openai:fake-judge", 10)]
+        assert [(j.judge, lines) for j, lines in summary.judges] == [("openai:fake-judge", 10)]
         calls = fake.counters.total
 
         retried = _score(source, "-o", out, "--retry-failed", env=_fake_env(fake.base_url,
@@ -117,7 +117,7 @@ def test_a_retry_naming_no_evaluator_keeps_the_outputs_judge(tmp_path: Path) -> 
     assert [r.line for r in after] == list(range(1, 11))
     for result in after:
         assert result.provenance is not None
-        assert result.provenance.evaluator == "openai:fake-judge", result.line
+        assert result.provenance.judge == "openai:fake-judge", result.line
         assert all(m.status == "valid" for m in result.metrics.values()), result.line
     assert len({r.provenance.judge_sha256 for r in after if r.provenance}) == 1
 
@@ -135,8 +135,8 @@ def test_a_line_the_judge_no_longer_answers_names_the_model_it_answered_as(
         for r in down
         for m in r.metrics.values()
     )
-    # the run's judge, by its evaluator and the model it answered as before it went down
-    assert {(r.provenance.evaluator, r.provenance.evaluator_model) for r in results
+    # the run's judge, by its judge and the model it answered as before it went down
+    assert {(r.provenance.judge, r.provenance.judge_model) for r in results
             if r.provenance} == {("openai:fake-judge", "fake-judge-2024")}  # fmt: skip
 
 
@@ -150,20 +150,20 @@ def openai_output(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, str], 
         yield source, out, _fake_env(fake.base_url, tmp_path), fake
 
 
-def test_another_evaluator_on_the_output_exits_3_naming_both_judges(
+def test_another_judge_on_the_output_exits_3_naming_both_judges(
     openai_output: tuple[Path, Path, dict[str, str], Any],
 ) -> None:
     source, out, env, fake = openai_output
     before, calls = out.read_bytes(), fake.counters.total
     for how, extra_env in (
-        (["--evaluator", "lexicon:v1"], {}),
-        ([], {"FAITHJUDGE_EVALUATOR": "lexicon:v1"}),
+        (["--judge", "lexicon:v1"], {}),
+        ([], {"FAITHJUDGE_JUDGE": "lexicon:v1"}),
     ):
         refused = _score(source, "-o", out, "--retry-failed", *how, env=env | extra_env)
         assert refused.exit_code == 3, refused.output
         said = _said(refused)
         assert "openai:fake-judge" in said and "lexicon:v1" in said
-        assert "evaluator lexicon:v1, not openai:fake-judge" in said
+        assert "judge lexicon:v1, not openai:fake-judge" in said
         assert "--judge-change" in said
         assert out.read_bytes() == before
     # a plain resume with a changed scoring setting is another judge too
@@ -178,20 +178,20 @@ def test_judge_change_scores_with_the_new_judge_and_the_report_lists_both(
 ) -> None:
     source, out, env, _ = openai_output
     before = {orjson.loads(x)["line"]: x for x in out.read_bytes().splitlines()}
-    moved = _score(source, "-o", out, "--retry-failed", "--evaluator", "lexicon:v1",
+    moved = _score(source, "-o", out, "--retry-failed", "--judge", "lexicon:v1",
                    "--judge-change", env=env)  # fmt: skip
     assert moved.exit_code == 0, moved.output
     assert "judge changed: the 5 line(s) scored now" in _said(moved)
     assert "keep the grades of openai:fake-judge" in _said(moved)
     after = {orjson.loads(x)["line"]: x for x in out.read_bytes().splitlines()}
-    evaluators = {n: orjson.loads(raw)["provenance"]["evaluator"] for n, raw in after.items()}
-    assert evaluators == {n: "lexicon:v1" if n <= 5 else "openai:fake-judge" for n in after}
+    judges = {n: orjson.loads(raw)["provenance"]["judge"] for n, raw in after.items()}
+    assert judges == {n: "lexicon:v1" if n <= 5 else "openai:fake-judge" for n in after}
     assert all(after[n] == before[n] for n in range(6, 11))
     data, junit, gate = tmp_path / "r.json", tmp_path / "g.xml", tmp_path / "gate.toml"
     assert _invoke("report", out, "--json", data).exit_code == 0
     judges = json.loads(data.read_text())["judges"]
     assert judges["mixed"] is True
-    assert sorted((j["evaluator"], j["lines"]) for j in judges["judges"]) == [
+    assert sorted((j["judge"], j["lines"]) for j in judges["judges"]) == [
         ("lexicon:v1", 5),
         ("openai:fake-judge", 5),
     ]
@@ -211,12 +211,12 @@ def test_the_report_of_a_half_failed_run_names_one_judge(
     assert "Mixed judges" not in text and "Judge: openai:fake-judge" in text
     judges = json.loads(data.read_text())["judges"]
     assert judges["mixed"] is False
-    assert [(j["evaluator"], j["lines"]) for j in judges["judges"]] == [("openai:fake-judge", 10)]
+    assert [(j["judge"], j["lines"]) for j in judges["judges"]] == [("openai:fake-judge", 10)]
     gate.write_text(GATE)
     _invoke("gate", out, "--config", gate, "--junit", junit)
     properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
     assert properties["judge.mixed"] == "false"
-    assert properties["judge.evaluator"] == "openai:fake-judge"
+    assert properties["judge.judge"] == "openai:fake-judge"
     assert properties["judge.lines"] == "10"
 
 
@@ -233,7 +233,7 @@ def test_a_run_ending_with_transport_failures_says_how_to_retry_them(
     # and a run that ends with them
     fake.config.fault = "unavailable"
     again = out.with_name("again.jsonl")
-    down = _score(source, "-o", again, "--evaluator", "openai:fake-judge", env=env)
+    down = _score(source, "-o", again, "--judge", "openai:fake-judge", env=env)
     assert down.exit_code == 4, down.output
     assert f"faithjudge score {source} -o {again} --retry-failed" in _said(down)
     assert "10 line(s)" in _said(down)
@@ -245,7 +245,7 @@ def test_a_run_ending_with_transport_failures_says_how_to_retry_them(
 def test_a_dead_judge_leaves_neither_an_empty_output_nor_a_lock_file(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     env = _fake_env("http://127.0.0.1:9/v1", tmp_path)  # nothing listens on the discard port
-    dead = _score(DEMO, "-o", out, "--evaluator", "openai:fake-judge", env=env)
+    dead = _score(DEMO, "-o", out, "--judge", "openai:fake-judge", env=env)
     assert dead.exit_code == 3, dead.output
     assert list(tmp_path.iterdir()) == []  # no cache either: nothing at all
 
@@ -254,7 +254,7 @@ def test_an_existing_empty_output_is_left_as_it_was(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     out.touch()
     env = _fake_env("http://127.0.0.1:9/v1", tmp_path)
-    assert _score(DEMO, "-o", out, "--evaluator", "openai:fake-judge", env=env).exit_code == 3
+    assert _score(DEMO, "-o", out, "--judge", "openai:fake-judge", env=env).exit_code == 3
     assert out.exists() and out.read_bytes() == b""
 
 
@@ -262,7 +262,7 @@ def test_results_are_private_whatever_the_umask_and_an_existing_output_keeps_its
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "new" / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     old = os.umask(0)
     try:
         assert _score(DEMO, "-o", out, *common, "--limit", "2").exit_code == 0

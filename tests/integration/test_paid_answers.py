@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.cache import ResponseCache
 
 from tests import fixtures_service
-from tests.fakes.judge_server import FakeJudgeConfig, run_fake_judge
+from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
 from tests.fixtures_service import Backend, free_port, serve_process
 from tests.integration.test_jobs_crash import STALL_S, _body, _judge_key, _Stall
 
@@ -90,7 +91,7 @@ def test_max_delay_is_bounded(tmp_path: Path) -> None:
 
 
 async def _job(store: JobStore, tenant: str = "t") -> str:
-    row = await store.begin_batch(tenant=tenant, name=None, idempotency_key=None)
+    row = await store.begin_job(tenant=tenant, name=None, idempotency_key=None)
     await store.add_lines(row.id, [(seq, seq + 1, "{}") for seq in range(3)])
     await store.finish_ingest(row.id, total=3, rejections=[], body_sha256="0" * 64)
     return row.id
@@ -181,74 +182,106 @@ def _wait_until(progress: Callable[[], int | None], what: str) -> None:
         time.sleep(0.05)
 
 
+# every line claimed at once and no result written before the kill: only the answers kept
+# (in the response cache, in the job store) say what was answered
+HELD_BACK = {
+    "FAITHJUDGE_CLAIM_SIZE": str(LINES),
+    "FAITHJUDGE_COMMIT_EVERY": str(10 * LINES),
+    "FAITHJUDGE_COMMIT_INTERVAL_S": "3600",
+}
+
+
+def _service_env(judge_url: str, store: dict[str, str]) -> dict[str, str]:
+    """A service's environment: the fake judge at ``judge_url``, ``CONCURRENCY`` calls in flight,
+    leases short enough to be taken over soon, the job store of ``store``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
+    env.update(
+        {
+            "FAITHJUDGE_JUDGE": "openai:fake-judge",
+            "FAITHJUDGE_OPENAI_BASE_URL": judge_url,
+            "FAITHJUDGE_OPENAI_API_KEY": "test-key",
+            "FAITHJUDGE_CONCURRENCY": str(CONCURRENCY),
+            "FAITHJUDGE_RETRY_BASE_S": "0",
+            "FAITHJUDGE_LEASE_S": "3",
+            **store,
+        }
+    )
+    return env
+
+
+def _submit(base: str, prefix: str) -> str:
+    """Upload ``LINES`` lines to the service at ``base``; the job's id."""
+    accepted = httpx.post(
+        f"{base}/v1/jobs", content=_body(LINES, prefix), headers=NDJSON, timeout=120
+    )
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["accepted"] == LINES
+    return str(accepted.json()["id"])
+
+
+def _kill_mid_job(process: subprocess.Popen[bytes], fake: FakeJudge) -> int:
+    """``kill -9`` of ``process`` once the judge was asked ``KILL_AFTER_CALLS`` times; the calls
+    made by then."""
+    counters = fake.counters
+    _wait_until(
+        lambda: None if counters.total >= KILL_AFTER_CALLS else counters.total, "before the kill"
+    )
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+    calls_at_kill = counters.total
+    assert calls_at_kill < LINES, "the kill must land mid-job"
+    return calls_at_kill
+
+
+def _results_once_completed(base: str, job_id: str, what: str) -> bytes:
+    def completed() -> int | None:
+        status = httpx.get(f"{base}/v1/jobs/{job_id}", timeout=10).json()
+        return None if status["status"] == "completed" else int(status["done"])
+
+    _wait_until(completed, what)
+    return httpx.get(f"{base}/v1/jobs/{job_id}/results", timeout=60).content
+
+
+def _assert_each_line_judged_repeating_only_calls_in_flight(
+    results: bytes, fake: FakeJudge, calls_at_kill: int, backend: str
+) -> None:
+    """Every line has its valid result and its judge call, and the calls asked again are at
+    most those in flight at the kill."""
+    rows = [orjson.loads(x) for x in results.splitlines()]
+    assert [r["line"] for r in rows] == list(range(1, LINES + 1))
+    assert all(r["metrics"]["confidence_tone"]["status"] == "valid" for r in rows)
+    counters = fake.counters
+    by_key = dict(counters.by_key)
+    assert all(by_key.get(_judge_key(i), 0) >= 1 for i in range(LINES))
+    assert counters.max_in_flight <= CONCURRENCY
+    repeats = counters.total - LINES
+    assert 0 <= repeats <= CONCURRENCY, (counters.total, calls_at_kill)
+    print(
+        f"\n[{backend}] lines={LINES} calls_at_kill={calls_at_kill} "
+        f"calls_total={counters.total} repeats={repeats}"
+    )
+
+
 def test_kill_9_on_the_live_route_repeats_only_unanswered_requests(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "data"
+    """A request is asked again only if its answer had not arrived when the process died: at
+    most the requests in flight then (the 256-answer batches of before lost up to 255 more)."""
     port = free_port()
     log = tmp_path / "service.log"
     base = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "faithjudge", "serve", "--port", str(port)]
     with run_fake_judge(FakeJudgeConfig(latency_s=0.01)) as fake:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
-        env.update(
-            {
-                "FAITHJUDGE_DATA_DIR": str(data_dir),
-                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
-                "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
-                "FAITHJUDGE_OPENAI_API_KEY": "test-key",
-                "FAITHJUDGE_CONCURRENCY": str(CONCURRENCY),
-                "FAITHJUDGE_RETRY_BASE_S": "0",
-                "FAITHJUDGE_LEASE_S": "3",
-                **store_backend.env,
-            }
+        env = _service_env(
+            fake.base_url, {"FAITHJUDGE_DATA_DIR": str(tmp_path / "data"), **store_backend.env}
         )
-        # every line claimed at once and no result written before the kill: only the response
-        # cache knows what was answered
-        held_back = {
-            "FAITHJUDGE_CLAIM_SIZE": str(LINES),
-            "FAITHJUDGE_COMMIT_EVERY": str(10 * LINES),
-            "FAITHJUDGE_COMMIT_INTERVAL_S": "3600",
-        }
-        with serve_process(command, {**env, **held_back}, port, log, cwd=ROOT) as first:
-            accepted = httpx.post(
-                f"{base}/v1/batches", content=_body(LINES, "paid"), headers=NDJSON, timeout=120
-            )
-            assert accepted.status_code == 202, accepted.text
-            batch_id = accepted.json()["id"]
-            assert accepted.json()["accepted"] == LINES
-            _wait_until(
-                lambda: None if fake.counters.total >= KILL_AFTER_CALLS else fake.counters.total,
-                "before the kill",
-            )
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait(10)
-        calls_at_kill = fake.counters.total
-        assert calls_at_kill < LINES, "the kill must land mid-batch"
-
+        with serve_process(command, {**env, **HELD_BACK}, port, log, cwd=ROOT) as first:
+            job_id = _submit(base, "paid")
+            calls_at_kill = _kill_mid_job(first, fake)
         with serve_process(command, env, port, log, cwd=ROOT):
-
-            def completed() -> int | None:
-                status = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()
-                return None if status["status"] == "completed" else int(status["done"])
-
-            _wait_until(completed, "after the restart")
-            results = httpx.get(f"{base}/v1/batches/{batch_id}/results", timeout=60)
-        counters = fake.counters
-        by_key = dict(counters.by_key)
-
-    rows = [orjson.loads(x) for x in results.content.splitlines()]
-    assert [r["line"] for r in rows] == list(range(1, LINES + 1))
-    assert all(r["metrics"]["confidence_tone"]["status"] == "valid" for r in rows)
-    assert all(by_key.get(_judge_key(i), 0) >= 1 for i in range(LINES))
-    assert counters.max_in_flight <= CONCURRENCY
-    repeats = counters.total - LINES
-    # a request is repeated only if its answer had not arrived when the process died: at most
-    # the requests in flight then (the 256-answer batches of before lost up to 255 more)
-    assert 0 <= repeats <= CONCURRENCY, (counters.total, calls_at_kill)
-    print(
-        f"\n[{store_backend.name}] lines={LINES} calls_at_kill={calls_at_kill} "
-        f"calls_total={counters.total} repeats={repeats}"
+            results = _results_once_completed(base, job_id, "after the restart")
+    _assert_each_line_judged_repeating_only_calls_in_flight(
+        results, fake, calls_at_kill, store_backend.name
     )
 
 
@@ -256,9 +289,10 @@ def test_kill_9_of_a_replica_the_other_takes_over_repeating_only_its_calls_in_fl
     store_backend: Backend, tmp_path: Path
 ) -> None:
     """Each replica has its own data directory (its own cache file): only the job store can
-    tell the one that takes over what the dead one was answered. On PostgreSQL both replicas
-    run at once; on SQLite, whose store one process owns, a replacement with a fresh data
-    directory opens the same store file."""
+    tell the one that takes over what the dead one was answered, and only the requests still in
+    flight at the kill are asked again. On PostgreSQL both replicas run at once; on SQLite,
+    whose store one process owns, a replacement with a fresh data directory opens the same
+    store file."""
     port_one, port_two = free_port(), free_port()
     command = [sys.executable, "-m", "faithjudge", "serve", "--port"]
     log = tmp_path / "service.log"
@@ -267,29 +301,13 @@ def test_kill_9_of_a_replica_the_other_takes_over_repeating_only_its_calls_in_fl
         if store_backend.name == "postgres"
         else {"FAITHJUDGE_DATABASE_URL": f"sqlite:///{tmp_path / 'jobs.sqlite3'}"}
     )
-    # a judge as slow as a hosted one: the replicas are not starved of CPU, so an answer is in
-    # the store within a write's time of its arrival
-    with run_fake_judge(FakeJudgeConfig(latency_s=0.1)) as fake:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHJUDGE_")}
-        env.update(
-            {
-                "FAITHJUDGE_EVALUATOR": "openai:fake-judge",
-                "FAITHJUDGE_OPENAI_BASE_URL": fake.base_url,
-                "FAITHJUDGE_OPENAI_API_KEY": "test-key",
-                "FAITHJUDGE_CONCURRENCY": str(CONCURRENCY),
-                "FAITHJUDGE_RETRY_BASE_S": "0",
-                "FAITHJUDGE_LEASE_S": "3",
-                **shared,
-            }
-        )
+    # A fast judge, as on the live route: a call keeps its place until its answer is in the job
+    # store, so however starved of CPU the replica is, the answers it has not yet kept never
+    # outnumber its calls in flight.
+    with run_fake_judge(FakeJudgeConfig(latency_s=0.01)) as fake:
+        env = _service_env(fake.base_url, shared)
         # the first replica claims every line and writes no result before the kill
-        first_env = {
-            **env,
-            "FAITHJUDGE_DATA_DIR": str(tmp_path / "one"),
-            "FAITHJUDGE_CLAIM_SIZE": str(LINES),
-            "FAITHJUDGE_COMMIT_EVERY": str(10 * LINES),
-            "FAITHJUDGE_COMMIT_INTERVAL_S": "3600",
-        }
+        first_env = {**env, "FAITHJUDGE_DATA_DIR": str(tmp_path / "one"), **HELD_BACK}
         second_env = {**env, "FAITHJUDGE_DATA_DIR": str(tmp_path / "two")}
         with contextlib.ExitStack() as replicas:
 
@@ -303,45 +321,13 @@ def test_kill_9_of_a_replica_the_other_takes_over_repeating_only_its_calls_in_fl
             one = replicas.enter_context(
                 serve_process([*command, str(port_one)], first_env, port_one, log, cwd=ROOT)
             )
-            accepted = httpx.post(
-                f"http://127.0.0.1:{port_one}/v1/batches",
-                content=_body(LINES, "replica"),
-                headers=NDJSON,
-                timeout=120,
-            )
-            assert accepted.status_code == 202, accepted.text
-            batch_id = accepted.json()["id"]
-            _wait_until(
-                lambda: None if fake.counters.total >= KILL_AFTER_CALLS else fake.counters.total,
-                "before the kill",
-            )
-            os.kill(one.pid, signal.SIGKILL)
-            one.wait(10)
-            calls_at_kill = fake.counters.total
-            assert calls_at_kill < LINES, "the kill must land mid-batch"
+            job_id = _submit(f"http://127.0.0.1:{port_one}", "replica")
+            calls_at_kill = _kill_mid_job(one, fake)
             if store_backend.name != "postgres":
                 start_second()
-            base = f"http://127.0.0.1:{port_two}"
-
-            def completed() -> int | None:
-                status = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()
-                return None if status["status"] == "completed" else int(status["done"])
-
-            _wait_until(completed, "after the kill")
-            results = httpx.get(f"{base}/v1/batches/{batch_id}/results", timeout=60)
-        counters = fake.counters
-        by_key = dict(counters.by_key)
-
-    rows = [orjson.loads(x) for x in results.content.splitlines()]
-    assert [r["line"] for r in rows] == list(range(1, LINES + 1))
-    assert all(r["metrics"]["confidence_tone"]["status"] == "valid" for r in rows)
-    assert all(by_key.get(_judge_key(i), 0) >= 1 for i in range(LINES))
-    assert counters.max_in_flight <= CONCURRENCY
-    repeats = counters.total - LINES
-    # every answer the dead replica received was known to it alone, but for the store: only
-    # the requests still in flight at the kill are asked again
-    assert 0 <= repeats <= CONCURRENCY, (counters.total, calls_at_kill)
-    print(
-        f"\n[{store_backend.name}] lines={LINES} calls_at_kill={calls_at_kill} "
-        f"calls_total={counters.total} repeats={repeats}"
+            results = _results_once_completed(
+                f"http://127.0.0.1:{port_two}", job_id, "after the kill"
+            )
+    _assert_each_line_judged_repeating_only_calls_in_flight(
+        results, fake, calls_at_kill, store_backend.name
     )

@@ -54,7 +54,7 @@ def _score(
     environment = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test",
                    "FAITHJUDGE_RETRY_BASE_S": "0.01", **env}  # fmt: skip
     argv = ["score", str(source), "-o", str(out), "--no-progress", "--no-cache",
-            "--evaluator", "openai:gemma-3-270m", *args]  # fmt: skip
+            "--judge", "openai:gemma-3-270m", *args]  # fmt: skip
     result = CliRunner().invoke(app, argv, env=environment)
     return result, [orjson.loads(x) for x in out.read_bytes().splitlines()]
 

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 from faithjudge.cli.main import app
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.openai import OpenAIEvaluator, prompt_cache_key
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.openai import OpenAIJudge, prompt_cache_key
 from faithjudge.transport.chat import Message
 from faithjudge.transport.judge_servers import forget_servers
 from faithjudge.transport.providers import make_openai_client
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
 SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
 # a system prompt long enough to be cached (OpenAI caches from 1,024 tokens)
-RUBRIC = "You are a strict evaluator. metric: confidence_tone. " + "Grade with care. " * 400
+RUBRIC = "You are a strict judge. metric: confidence_tone. " + "Grade with care. " * 400
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +72,7 @@ def test_the_results_count_every_cached_token_the_server_reported(
               "FAITHJUDGE_PRICE_CACHED_INPUT_PER_MTOK": "0.5"}  # fmt: skip
     result = CliRunner().invoke(
         app,
-        ["score", str(DEMO), "-o", str(out), "--evaluator", "openai:judge-1", "--no-cache"],
+        ["score", str(DEMO), "-o", str(out), "--judge", "openai:judge-1", "--no-cache"],
         env=_env(judge, tmp_path, **prices),
     )
     assert result.exit_code == 0, result.output
@@ -101,7 +101,7 @@ def test_without_a_cached_price_none_is_claimed(judge: FakeJudge, tmp_path: Path
     prices = {"FAITHJUDGE_PRICE_INPUT_PER_MTOK": "2", "FAITHJUDGE_PRICE_OUTPUT_PER_MTOK": "8"}
     result = CliRunner().invoke(
         app,
-        ["score", str(DEMO), "-o", str(out), "--evaluator", "openai:judge-1", "--no-cache"],
+        ["score", str(DEMO), "-o", str(out), "--judge", "openai:judge-1", "--no-cache"],
         env=_env(judge, tmp_path, **prices),
     )
     assert result.exit_code == 0, result.output
@@ -113,13 +113,13 @@ def test_without_a_cached_price_none_is_claimed(judge: FakeJudge, tmp_path: Path
 
 
 @pytest.fixture(params=[False, True], ids=["unstreamed", "streamed"])
-async def evaluator(
+async def openai_judge(
     request: pytest.FixtureRequest, judge: FakeJudge
-) -> AsyncIterator[OpenAIEvaluator]:
+) -> AsyncIterator[OpenAIJudge]:
     client = make_openai_client(base_url=judge.base_url, api_key="sk-test", timeout=5.0)
-    evaluator = OpenAIEvaluator("judge-1", client=client, stream=request.param)
-    yield evaluator
-    await evaluator.aclose()
+    openai_judge = OpenAIJudge("judge-1", client=client, stream=request.param)
+    yield openai_judge
+    await openai_judge.aclose()
 
 
 def _request(cot: str, question: str = "Is there an effusion?") -> JudgeRequest:
@@ -134,10 +134,10 @@ def _request(cot: str, question: str = "Is there an effusion?") -> JudgeRequest:
 
 
 async def test_cached_tokens_are_read_streamed_or_not(
-    judge: FakeJudge, evaluator: OpenAIEvaluator
+    judge: FakeJudge, openai_judge: OpenAIJudge
 ) -> None:
-    first = await evaluator.judge(_request("The angle is blunted."))
-    second = await evaluator.judge(_request("The angle is sharp."))
+    first = await openai_judge.judge(_request("The angle is blunted."))
+    second = await openai_judge.judge(_request("The angle is sharp."))
     assert first.usage.cached_tokens == 0  # nothing was cached before
     assert 1024 <= second.usage.cached_tokens < second.usage.prompt_tokens
     assert second.usage.cached_tokens % 128 == 0
@@ -145,28 +145,28 @@ async def test_cached_tokens_are_read_streamed_or_not(
 
 
 async def test_the_key_of_a_metric_and_question_is_sent(
-    judge: FakeJudge, evaluator: OpenAIEvaluator
+    judge: FakeJudge, openai_judge: OpenAIJudge
 ) -> None:
-    await evaluator.judge(_request("one"))
-    await evaluator.judge(_request("two"))
-    await evaluator.judge(_request("three", question="Is the tube in place?"))
+    await openai_judge.judge(_request("one"))
+    await openai_judge.judge(_request("two"))
+    await openai_judge.judge(_request("three", question="Is the tube in place?"))
     keys = judge.counters.prompt_cache_keys
     assert keys == {
         prompt_cache_key(_request("one")): 2,
         prompt_cache_key(_request("three", question="Is the tube in place?")): 1,
     }
     sent = judge.requests[0]
-    material = evaluator.cache_key_material(_request("one"))
+    material = openai_judge.cache_key_material(_request("one"))
     # it decides where the prompt is cached, not what the judge answers: not in the cache key
     assert sent["prompt_cache_key"].startswith("fj-") and "prompt_cache_key" not in str(material)
 
 
 @pytest.mark.parametrize("judge", [{"refuse_prompt_cache_key": True}], indirect=True)
 async def test_a_refused_key_is_learnt_once_per_server(
-    judge: FakeJudge, evaluator: OpenAIEvaluator
+    judge: FakeJudge, openai_judge: OpenAIJudge
 ) -> None:
-    first = await evaluator.judge(_request("one"))
-    second = await evaluator.judge(_request("two"))
+    first = await openai_judge.judge(_request("one"))
+    second = await openai_judge.judge(_request("two"))
     assert first.text and second.text
     assert judge.counters.cache_key_refused == 1  # refused once, then never sent again
     assert [("prompt_cache_key" in body) for body in judge.requests] == [True, False, False]
@@ -178,7 +178,7 @@ def test_a_server_without_caching_reports_none(tmp_path: Path) -> None:
         out = tmp_path / "out.jsonl"
         result = CliRunner().invoke(
             app,
-            ["score", str(DEMO), "-o", str(out), "--evaluator", "openai:judge-1", "--no-cache"],
+            ["score", str(DEMO), "-o", str(out), "--judge", "openai:judge-1", "--no-cache"],
             env=_env(plain, tmp_path),
         )
     forget_servers()
@@ -195,7 +195,7 @@ async def test_a_jobs_status_adds_up_the_cached_tokens_of_its_results(
     settings = settings_for(
         Backend("sqlite", {}),
         tmp_path,
-        evaluator="openai:judge-1",
+        judge="openai:judge-1",
         openai_base_url=judge.base_url,
         openai_api_key="sk-test",
         retry_base_s=0,

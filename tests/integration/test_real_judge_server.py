@@ -105,7 +105,7 @@ def _env(base_url: str) -> dict[str, str]:
 def test_check_judge_passes_on_a_real_server(llama_server: str) -> None:
     started = time.monotonic()
     result = CliRunner().invoke(
-        app, ["check-judge", "--evaluator", f"openai:{MODEL}", "--json"], env=_env(llama_server)
+        app, ["check-judge", "--judge", f"openai:{MODEL}", "--json"], env=_env(llama_server)
     )
     found = json.loads(result.stdout)
     print(json.dumps(found, indent=2), f"check-judge wall {time.monotonic() - started:.0f} s",
@@ -124,7 +124,7 @@ def test_a_five_line_run_loses_nothing_to_the_transport(llama_server: str, tmp_p
     started = time.monotonic()
     result = CliRunner().invoke(
         app,
-        ["score", str(requests), "-o", str(out), "--evaluator", f"openai:{MODEL}",
+        ["score", str(requests), "-o", str(out), "--judge", f"openai:{MODEL}",
          "--no-progress"],
         env=_env(llama_server),
     )  # fmt: skip

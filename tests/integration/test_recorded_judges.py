@@ -1,4 +1,4 @@
-"""Replay real evaluator outputs through grading (needs ``../shared/data``).
+"""Replay real judge outputs through grading (needs ``../shared/data``).
 
 ``judge_outputs/dev.jsonl`` holds what four judges answered on the 66 reader-study items of the
 dev split, with the classification of the paper's own harness (``recorded_error``). Every

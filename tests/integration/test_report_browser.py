@@ -59,7 +59,7 @@ def report_page(tmp_path: Path) -> Path:
             str(DEMO),
             "-o",
             str(results),
-            "--evaluator",
+            "--judge",
             f"replay:{DEMO_JUDGE}",
             "--data-dir",
             str(tmp_path / "data"),
@@ -170,7 +170,7 @@ def explorer_page(tmp_path: Path) -> Path:
     results = tmp_path / "results.jsonl"
     scored = runner.invoke(
         app,
-        ["score", str(requests), "-o", str(results), "--evaluator", f"replay:{judge}",
+        ["score", str(requests), "-o", str(results), "--judge", f"replay:{judge}",
          "--data-dir", str(tmp_path / "data"), "--no-progress"],
     )  # fmt: skip
     assert results.is_file(), scored.output

@@ -73,7 +73,7 @@ def demo_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo scored with the replay judge, exactly as ``make run`` does."""
     tmp = tmp_path_factory.mktemp("demo")
     out = tmp / "results.jsonl"
-    result = _run("score", DEMO, "-o", out, "--evaluator", f"replay:{DEMO_JUDGE}",
+    result = _run("score", DEMO, "-o", out, "--judge", f"replay:{DEMO_JUDGE}",
                   "--data-dir", tmp / "data", "--no-progress")  # fmt: skip
     assert result.exit_code == 0, result.output
     return out

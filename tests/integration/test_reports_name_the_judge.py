@@ -28,7 +28,7 @@ def _run(*args: str | Path) -> Any:
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("judged")
     out = tmp / "results.jsonl"
-    scored = _run("score", DEMO, "-o", out, "--evaluator", f"replay:{DEMO_JUDGE}",
+    scored = _run("score", DEMO, "-o", out, "--judge", f"replay:{DEMO_JUDGE}",
                   "--data-dir", tmp / "data", "--no-progress")  # fmt: skip
     assert scored.exit_code == 0, scored.output
     return out
@@ -39,7 +39,7 @@ def mixed(results: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo results with their last two lines graded by another judge."""
     lines = [json.loads(x) for x in results.read_text().splitlines()]
     for line in lines[-2:]:
-        line["provenance"].update(evaluator="openai:other-judge", evaluator_model="other-judge-v2")
+        line["provenance"].update(judge="openai:other-judge", judge_model="other-judge-v2")
     path = tmp_path_factory.mktemp("mixed") / "mixed.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
@@ -49,7 +49,7 @@ def _judge(results: Path) -> tuple[str, str, str]:
     first = ItemResult.model_validate_json(results.read_text().splitlines()[0])
     assert first.provenance is not None
     p = first.provenance
-    return p.evaluator, p.prompt_sha256[:12], str(p.kb_sha256)[:12]
+    return p.judge, p.prompt_sha256[:12], str(p.kb_sha256)[:12]
 
 
 def test_the_report_names_its_judge_in_markdown_html_and_json(
@@ -58,17 +58,17 @@ def test_the_report_names_its_judge_in_markdown_html_and_json(
     md, page, data = tmp_path / "r.md", tmp_path / "r.html", tmp_path / "r.json"
     done = _run("report", results, "--md", md, "--html", page, "--json", data)
     assert done.exit_code == 0, done.output
-    evaluator, prompt_sha, kb_sha = _judge(results)
+    judge, prompt_sha, kb_sha = _judge(results)
     text = md.read_text()
     assert "## Judge" in text and "demo-judge" in text  # the model the judge answered as
     assert "Judge: replay:" in text and prompt_sha in text and kb_sha in text
     html_text = page.read_text()
-    assert "<h2>Judge</h2>" in html_text and evaluator in html_text and prompt_sha in html_text
+    assert "<h2>Judge</h2>" in html_text and judge in html_text and prompt_sha in html_text
     judges = json.loads(data.read_text())["judges"]
     assert judges["mixed"] is False
     assert judges["judges"] == [
         {
-            "evaluator": evaluator,
+            "judge": judge,
             "model": "demo-judge",
             "prompt_set": "v2",
             "prompt_sha256": judges["judges"][0]["prompt_sha256"],
@@ -88,12 +88,12 @@ def test_the_gate_names_its_judge_in_markdown_and_junit(results: Path, tmp_path:
     md, junit = tmp_path / "gate.md", tmp_path / "gate.xml"
     done = _run("gate", results, "--config", config, "--md", md, "--junit", junit)
     assert done.exit_code in (0, 1, 2), done.output
-    evaluator, prompt_sha, _ = _judge(results)
+    judge, prompt_sha, _ = _judge(results)
     assert "## Judge" in md.read_text() and prompt_sha in md.read_text()
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    assert properties["judge.evaluator"] == evaluator
+    assert properties["judge.judge"] == judge
     assert properties["judge.model"] == "demo-judge"
     assert properties["judge.prompt_set"] == "v2"
     assert properties["judge.kb_id"] == "cxr_vqa"
@@ -137,7 +137,7 @@ def test_lines_that_never_reached_a_judge_are_counted_apart(results: Path) -> No
 def test_a_judge_name_from_the_lines_is_escaped(results: Path, tmp_path: Path) -> None:
     lines = [json.loads(x) for x in results.read_text().splitlines()]
     for line in lines:
-        line["provenance"]["evaluator_model"] = "<script>x</script>|**"
+        line["provenance"]["judge_model"] = "<script>x</script>|**"
     hostile = tmp_path / "hostile.jsonl"
     hostile.write_text("".join(json.dumps(x) + "\n" for x in lines))
     md, page = tmp_path / "r.md", tmp_path / "r.html"
@@ -155,7 +155,7 @@ def _unanswered(line: dict[str, Any], **provenance: Any) -> dict[str, Any]:
                "signals": {}, "quotes": [], "rationale": None, "failure": failed}
         for name, graded in line["metrics"].items()
     }  # fmt: skip
-    prov = line["provenance"] | {"evaluator_model": None, "response_format": None} | provenance
+    prov = line["provenance"] | {"judge_model": None, "response_format": None} | provenance
     return line | {"metrics": metrics, "confidence_calibration": None, "provenance": prov}
 
 
@@ -178,7 +178,7 @@ def test_lines_no_judge_answered_are_no_second_judge(results: Path, tmp_path: Pa
 
 def test_unanswered_lines_of_another_configuration_are_counted_apart(results: Path) -> None:
     lines = [json.loads(x) for x in results.read_text().splitlines()]
-    lines[-1] = _unanswered(lines[-1], evaluator="openai:never-answered")
+    lines[-1] = _unanswered(lines[-1], judge="openai:never-answered")
     summary = summarise_judges(ItemResult.model_validate_json(json.dumps(line)) for line in lines)
     assert not summary.mixed and summary.without_answer == 1
     assert [count for _, count in summary.judges] == [5]

@@ -1,5 +1,5 @@
 """``score --retry-failed``: failed lines scored again in place, every other result kept byte for
-byte; and ``POST /v1/batches/{id}/retry`` for a batch's transport failures."""
+byte; and ``POST /v1/jobs/{id}/retry`` for a batch's transport failures."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _torn_case(tmp_path: Path) -> tuple[Path, list[str]]:
 def test_fixed_lines_are_scored_again_and_no_other_line_changes(tmp_path: Path) -> None:
     source, fixed = _torn_case(tmp_path)
     out = tmp_path / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     first = _score(source, "-o", out, *common)
     assert first.exit_code == 0, first.output
     before = _by_line(out)
@@ -115,7 +115,7 @@ def test_retry_keeps_the_output_mode_and_a_result_whose_line_is_now_blank(tmp_pa
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     assert _score(source, "-o", out, *common).exit_code == 0
     os.chmod(out, 0o640)
     before = _by_line(out)
@@ -141,7 +141,7 @@ def test_retry_rewrites_the_file_a_linked_output_points_to(tmp_path: Path) -> No
     real = tmp_path / "runs" / "results.jsonl"
     link = tmp_path / "results.jsonl"
     link.symlink_to(real)
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     assert _score(source, "-o", link, *common).exit_code == 0
     lines[1] = json.dumps(demo[4])
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -155,7 +155,7 @@ def test_retry_rewrites_the_file_a_linked_output_points_to(tmp_path: Path) -> No
 def test_a_retry_whose_lines_are_still_broken_says_so(tmp_path: Path) -> None:
     source, _ = _torn_case(tmp_path)
     out = tmp_path / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     assert _score(source, "-o", out, *common).exit_code == 0
     before = out.read_bytes()
     result = _score(source, "-o", out, *common, "--retry-failed")
@@ -184,7 +184,7 @@ def test_a_stopped_retry_says_to_retry_again(
 def test_retry_refuses_another_inputs_output(tmp_path: Path) -> None:
     source, _ = _torn_case(tmp_path)
     out = tmp_path / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     assert _score(source, "-o", out, *common).exit_code == 0
     before = out.read_bytes()
     other = tmp_path / "other.jsonl"
@@ -202,7 +202,7 @@ def test_retry_refuses_another_inputs_output(tmp_path: Path) -> None:
 
 def _fake_settings(base_url: str, tmp_path: Path) -> dict[str, Any]:
     return {
-        "evaluator": "openai:fake-judge",
+        "judge": "openai:fake-judge",
         "openai_base_url": base_url,
         "openai_api_key": "test-key",
         "timeout_s": 5.0,
@@ -289,7 +289,7 @@ async def test_batch_retry_requeues_transport_failures_only(
         settings = Settings(**values, concurrency=4)
         async with running_app(settings) as (_, client):
             accepted = await client.post(
-                "/v1/batches", content=body, headers={"content-type": "application/x-ndjson"}
+                "/v1/jobs", content=body, headers={"content-type": "application/x-ndjson"}
             )
             assert accepted.status_code == 202, accepted.text
             batch = accepted.json()["id"]
@@ -297,7 +297,7 @@ async def test_batch_retry_requeues_transport_failures_only(
             assert status["failure_stages"].get("transport", 0) == 15, status
 
             fake.config.fault = None
-            retried = await client.post(f"/v1/batches/{batch}/retry")
+            retried = await client.post(f"/v1/jobs/{batch}/retry")
             assert retried.status_code == 202, retried.text
             answer = BatchRetry.model_validate(retried.json())
             assert answer.requeued == 5 and answer.batch.status == "queued"
@@ -305,9 +305,9 @@ async def test_batch_retry_requeues_transport_failures_only(
             assert status["status"] == "completed" and status["done"] == 5
             assert status["counts"]["valid"] == 15 and not status["failure_stages"]
 
-            nothing = await client.post(f"/v1/batches/{batch}/retry")
+            nothing = await client.post(f"/v1/jobs/{batch}/retry")
             assert nothing.status_code == 200 and nothing.json()["requeued"] == 0
-            missing = await client.post("/v1/batches/b_nosuch/retry")
+            missing = await client.post("/v1/jobs/b_nosuch/retry")
             assert missing.status_code == 404
 
 
@@ -318,11 +318,11 @@ async def test_batch_retry_of_a_cancelled_batch_is_a_conflict(tmp_path: Path) ->
         settings = Settings(**_fake_settings(fake.base_url, tmp_path), concurrency=2)
         async with running_app(settings) as (_, client):
             accepted = await client.post(
-                "/v1/batches", content=body, headers={"content-type": "application/x-ndjson"}
+                "/v1/jobs", content=body, headers={"content-type": "application/x-ndjson"}
             )
             batch = accepted.json()["id"]
-            assert (await client.delete(f"/v1/batches/{batch}")).json()["status"] == "cancelled"
-            conflict = await client.post(f"/v1/batches/{batch}/retry")
+            assert (await client.delete(f"/v1/jobs/{batch}")).json()["status"] == "cancelled"
+            conflict = await client.post(f"/v1/jobs/{batch}/retry")
             assert conflict.status_code == 409, conflict.text
             assert "cancelled" in conflict.json()["detail"]
 
@@ -330,9 +330,9 @@ async def test_batch_retry_of_a_cancelled_batch_is_a_conflict(tmp_path: Path) ->
 def test_sdk_retry_failed(tmp_path: Path) -> None:
     from faithjudge.api.app import create_app
 
-    settings = Settings(data_dir=tmp_path / "data", evaluator="lexicon:v1")
+    settings = Settings(data_dir=tmp_path / "data", judge="lexicon:v1")
     with serve_in_thread(create_app(settings)) as url, FaithJudgeClient(url) as client:
-        accepted = client.submit(b"".join(orjson.dumps(d) + b"\n" for d in _demo()))
+        accepted = client.submit_job(b"".join(orjson.dumps(d) + b"\n" for d in _demo()))
         client.wait(accepted.id, timeout=60)
         answer = client.retry_failed(accepted.id)
         assert isinstance(answer, BatchRetry)
@@ -353,17 +353,17 @@ async def test_batch_retry_on_the_batch_route_sends_the_failed_requests_again(
     body = ("\n".join(lines) + "\n").encode()
     with run_fake_batches() as fake:
         values = _fake_settings(fake.base_url, tmp_path) | {
-            "evaluator": "openai-batch:fake-judge",
+            "judge": "openai-batch:fake-judge",
             "batch_poll_s": 0.01,
         }
         async with running_app(Settings(**values)) as (_, client):
             accepted = await client.post(
-                "/v1/batches", content=body, headers={"content-type": "application/x-ndjson"}
+                "/v1/jobs", content=body, headers={"content-type": "application/x-ndjson"}
             )
             batch = accepted.json()["id"]
             status = await wait_for_status(client, batch, within=60)
             assert status["failure_stages"].get("transport") == 3, status
-            retried = await client.post(f"/v1/batches/{batch}/retry")
+            retried = await client.post(f"/v1/jobs/{batch}/retry")
             assert retried.status_code == 202 and retried.json()["requeued"] == 1
             status = await wait_for_status(client, batch, within=60)
             assert not status["failure_stages"] and status["counts"]["valid"] == 6, status
@@ -372,7 +372,7 @@ async def test_batch_retry_on_the_batch_route_sends_the_failed_requests_again(
 
 def test_a_retry_of_an_output_without_failures_says_so(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "data")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "data")
     assert _score(DEMO, "-o", out, *common).exit_code == 0
     before = out.read_bytes()
     again = _score(DEMO, "-o", out, *common, "--retry-failed")

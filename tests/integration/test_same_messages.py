@@ -1,6 +1,6 @@
 """A line that is not JSON is described in the same words by every route that reads it.
 
-``faithjudge score`` (an error result), ``POST /v1/batches`` (a rejected line) and
+``faithjudge score`` (an error result), ``POST /v1/jobs`` (a rejected line) and
 ``POST /v1/score`` (a 422 problem) phrase the decode error with one function: no character
 offset is presented as a field, and a line read with its newline, without it or as a whole
 body gets the same position.
@@ -60,7 +60,7 @@ def test_a_bad_line_reads_the_same_on_every_path(case: str, tmp_path: Path) -> N
         settings = Settings(data_dir=tmp_path / "data", cache=False)
         async with running_app(settings) as (_, client):
             upload = await client.post(
-                "/v1/batches",
+                "/v1/jobs",
                 content=GOOD + b"\n" + bad + b"\n",
                 headers={"content-type": "application/x-ndjson"},
             )

@@ -47,7 +47,7 @@ def test_config_paths_are_read_from_its_folder_and_the_gate_reads_the_same_file(
 ) -> None:
     config = _project(
         tmp_path,
-        'input = "cots.jsonl"\noutput = "out/results.jsonl"\nevaluator = "lexicon:v1"\n'
+        'input = "cots.jsonl"\noutput = "out/results.jsonl"\njudge = "lexicon:v1"\n'
         'concurrency = 2\nprompt_set = "v1"\nknowledge_base = "cxr_vqa"\ndata_dir = "cache"\n'
         "cache = true",
     )
@@ -56,7 +56,7 @@ def test_config_paths_are_read_from_its_folder_and_the_gate_reads_the_same_file(
     results = config.parent / "out" / "results.jsonl"
     scored = _lines(results)
     assert [r["line"] for r in scored] == [1, 2, 3, 4, 5, 6]
-    assert scored[0]["provenance"]["evaluator"] == "lexicon:v1"
+    assert scored[0]["provenance"]["judge"] == "lexicon:v1"
     assert (config.parent / "cache").is_dir()
     gated = _run("gate", results, "--config", config)
     assert gated.exit_code in (0, 1, 2), gated.output
@@ -64,14 +64,12 @@ def test_config_paths_are_read_from_its_folder_and_the_gate_reads_the_same_file(
 
 
 def test_options_given_on_the_command_line_win(tmp_path: Path) -> None:
-    config = _project(
-        tmp_path, 'input = "cots.jsonl"\noutput = "a.jsonl"\nevaluator = "nosuch:model"'
-    )
+    config = _project(tmp_path, 'input = "cots.jsonl"\noutput = "a.jsonl"\njudge = "nosuch:model"')
     refused = _run("score", "--config", config, "--no-progress")
     assert refused.exit_code == 3 and "nosuch" in refused.output
     other = tmp_path / "b.jsonl"
     result = _run(
-        "score", "--config", config, "-o", other, "--evaluator", "lexicon:v1",
+        "score", "--config", config, "-o", other, "--judge", "lexicon:v1",
         "--data-dir", tmp_path / "d", "--no-progress",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -101,7 +99,7 @@ def test_a_config_without_score_table_or_input_exits_3(tmp_path: Path) -> None:
     gate_only.write_text(GATE_TABLES, encoding="utf-8")
     result = _run("score", "--config", gate_only, "-o", tmp_path / "o.jsonl")
     assert result.exit_code == 3 and "no [score] table" in result.output
-    config = _project(tmp_path, 'evaluator = "lexicon:v1"')
+    config = _project(tmp_path, 'judge = "lexicon:v1"')
     result = _run("score", "--config", config, "-o", tmp_path / "o.jsonl")
     assert result.exit_code == 3 and "IN.jsonl is required" in result.output
     result = _run("score", DEMO)
@@ -140,7 +138,7 @@ def test_a_missing_kb_path_is_looked_for_beside_the_config_not_where_score_runs(
 
 
 def test_the_gate_passes_over_the_score_table_and_still_checks_its_own() -> None:
-    parsed = parse_config({"score": {"evaluator": "lexicon:v1"}, "quality": {"min_cf": 10.0}})
+    parsed = parse_config({"score": {"judge": "lexicon:v1"}, "quality": {"min_cf": 10.0}})
     assert parsed.quality == {"min_cf": 10.0}
     with pytest.raises(
         GateConfigError, match=r"unknown section \[scores\]; did you mean \[score\]\?"
@@ -201,7 +199,7 @@ def _probe(tmp_path: Path, codes: dict[str | None, int]) -> Path:
 
 def test_limit_scores_the_first_lines_and_a_larger_limit_resumes(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    common = ("--evaluator", "lexicon:v1", "--data-dir", tmp_path / "d", "--no-progress")
+    common = ("--judge", "lexicon:v1", "--data-dir", tmp_path / "d", "--no-progress")
     result = _run("score", DEMO, "-o", out, "--limit", 2, *common)
     assert result.exit_code == 0, result.output
     assert "2 of 6 lines" in result.output
@@ -224,7 +222,7 @@ def test_a_sample_is_stratified_by_modification_and_seeded(tmp_path: Path) -> No
 
     out = tmp_path / "out.jsonl"
     result = _run(
-        "score", source, "-o", out, "--sample", 8, "--seed", 1, "--evaluator", "lexicon:v1",
+        "score", source, "-o", out, "--sample", 8, "--seed", 1, "--judge", "lexicon:v1",
         "--data-dir", tmp_path / "d", "--no-progress",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -233,7 +231,7 @@ def test_a_sample_is_stratified_by_modification_and_seeded(tmp_path: Path) -> No
     # the full run after it fills the gaps in line order, the sample's results byte for byte
     sampled = {json.loads(x)["line"]: x for x in out.read_text().splitlines()}
     result = _run(
-        "score", source, "-o", out, "--evaluator", "lexicon:v1", "--data-dir", tmp_path / "d",
+        "score", source, "-o", out, "--judge", "lexicon:v1", "--data-dir", tmp_path / "d",
         "--no-progress",
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""End to end through the file runner with the replay evaluator: order, errors, resume, CLI."""
+"""End to end through the file runner with the replay judge: order, errors, resume, CLI."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 def _settings(tmp_path: Path, **extra: object) -> Settings:
     return Settings(
-        evaluator=f"replay:{DEMO_JUDGE}", data_dir=tmp_path / "data", concurrency=4, **extra
+        judge=f"replay:{DEMO_JUDGE}", data_dir=tmp_path / "data", concurrency=4, **extra
     )
 
 
@@ -62,7 +62,7 @@ async def test_demo_file_scores_every_line_in_order(tmp_path: Path) -> None:
     assert by_id["demo-005"].modification.aligned is False
     # provenance is complete
     prov = first.provenance
-    assert prov is not None and prov.evaluator.startswith("replay:")
+    assert prov is not None and prov.judge.startswith("replay:")
     assert len(prov.prompt_sha256) == 64 and prov.kb_sha256 and prov.schema_version
 
 
@@ -122,7 +122,7 @@ def test_cli_score_writes_results_and_summary(tmp_path: Path) -> None:
             str(DEMO),
             "-o",
             str(out),
-            "--evaluator",
+            "--judge",
             f"replay:{DEMO_JUDGE}",
             "--data-dir",
             str(tmp_path / "d"),
@@ -138,9 +138,9 @@ def test_cli_score_writes_results_and_summary(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--evaluator", "replay:/nonexistent.jsonl"], "nonexistent"),
-        (["--evaluator", ""], "no evaluator configured"),
-        (["--evaluator", "nosuch:model"], "nosuch"),
+        (["--judge", "replay:/nonexistent.jsonl"], "nonexistent"),
+        (["--judge", ""], "no judge configured"),
+        (["--judge", "nosuch:model"], "nosuch"),
     ],
 )
 def test_cli_reports_unevaluable_runs_with_exit_3(
@@ -159,7 +159,7 @@ def test_cli_missing_input_file_exits_3(tmp_path: Path) -> None:
             str(tmp_path / "none.jsonl"),
             "-o",
             str(tmp_path / "o.jsonl"),
-            "--evaluator",
+            "--judge",
             f"replay:{DEMO_JUDGE}",
         ],
     )
@@ -172,7 +172,7 @@ async def test_a_judge_in_the_process_scores_one_item_at_a_time(tmp_path: Path) 
     async with open_scorer(_settings(tmp_path)) as scorer:
         assert scorer.items_at_once(32) == 1
     remote = Settings(
-        evaluator="openai:fake-judge",
+        judge="openai:fake-judge",
         openai_base_url="http://127.0.0.1:9/v1",
         openai_api_key="test-key",
         data_dir=tmp_path / "remote",

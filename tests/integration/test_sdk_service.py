@@ -1,6 +1,6 @@
 """The SDK (sync and async) against the real app served by uvicorn on loopback.
 
-The service runs the offline lexicon evaluator with two tenants' API keys, its job store in a
+The service runs the offline lexicon judge with two tenants' API keys, its job store in a
 temporary data directory. Each test talks to it only through ``faithjudge_client``.
 """
 
@@ -99,7 +99,7 @@ def test_score_one_request(client: FaithJudgeClient) -> None:
     result = client.score(ScoreRequest.model_validate(request_line(1)))
     assert result.item_id == "item-1"
     assert set(result.metrics) == {"clinical_fidelity", "causal_attribution", "confidence_tone"}
-    assert result.provenance is not None and result.provenance.evaluator == "lexicon:v1"
+    assert result.provenance is not None and result.provenance.judge == "lexicon:v1"
     assert result.flip is not None and result.flip.value is True  # no -> yes under the hint
 
 
@@ -133,22 +133,22 @@ def test_score_body_over_the_limit_is_payload_too_large(client: FaithJudgeClient
 def test_missing_and_wrong_keys_are_auth_errors(service: str) -> None:
     with FaithJudgeClient(service, api_key="") as anonymous:
         with pytest.raises(AuthError) as caught:
-            anonymous.list_batches()
+            anonymous.jobs()
         assert caught.value.status == 401
     with FaithJudgeClient(service, api_key="fj_wrong") as wrong, pytest.raises(AuthError):
         wrong.score(request_line(1))
 
 
 def test_another_tenants_batch_is_not_found(client: FaithJudgeClient, tmp_path: Path) -> None:
-    batch = client.submit(write_batch(tmp_path / "in.jsonl", 2))
+    batch = client.submit_job(write_batch(tmp_path / "in.jsonl", 2))
     with FaithJudgeClient(client.base_url, KEY_B) as other:
         with pytest.raises(NotFound):
-            other.get_batch(batch.id)
+            other.job(batch.id)
         with pytest.raises(NotFound):
             list(other.iter_results(batch.id))
-        assert batch.id not in {b.id for b in other.iter_batches()}
+        assert batch.id not in {b.id for b in other.iter_jobs()}
     with pytest.raises(NotFound):
-        client.get_batch("b_does_not_exist")
+        client.job("b_does_not_exist")
 
 
 # ---------------------------------------------------------------- batches
@@ -162,7 +162,7 @@ def test_submit_wait_and_stream_results_with_rejected_lines(
         12,
         bad={4: "{not json", 9: json.dumps({"question": QUESTION, "cot": "x"})},
     )
-    accepted = client.submit(source, name="sdk test")
+    accepted = client.submit_job(source, name="sdk test")
     assert accepted.accepted == 10
     assert [r.line for r in accepted.rejected] == [4, 9]
     assert accepted.rejected[1].field == "ground_truth"
@@ -189,16 +189,16 @@ def test_submit_wait_and_stream_results_with_rejected_lines(
 
 
 def test_following_results_while_the_batch_runs(client: FaithJudgeClient, tmp_path: Path) -> None:
-    accepted = client.submit(write_batch(tmp_path / "in.jsonl", 30))
+    accepted = client.submit_job(write_batch(tmp_path / "in.jsonl", 30))
     follow = client.iter_results(accepted.id, follow=True, poll_interval=0.05)
     assert [r.item_id for r in follow] == [f"item-{n}" for n in range(1, 31)]
-    assert client.get_batch(accepted.id).status == "completed"
+    assert client.job(accepted.id).status == "completed"
 
 
 def test_wait_by_polling_gives_the_same_final_status(
     client: FaithJudgeClient, tmp_path: Path
 ) -> None:
-    accepted = client.submit(write_batch(tmp_path / "in.jsonl", 3))
+    accepted = client.submit_job(write_batch(tmp_path / "in.jsonl", 3))
     seen: list[int] = []
     final = client.wait(
         accepted.id, events=False, poll_interval=0.05, progress=lambda s: seen.append(s.done)
@@ -212,7 +212,7 @@ def test_a_batch_with_no_valid_line_is_validation_failed_listing_the_lines(
 ) -> None:
     body = b'{"cot": "x"}\nnot json\n'
     with pytest.raises(ValidationFailed) as caught:
-        client.submit(body)
+        client.submit_job(body)
     assert [e.line for e in caught.value.errors] == [1, 2]
 
 
@@ -220,15 +220,15 @@ def test_idempotent_submit_returns_the_same_batch_and_conflicts_on_other_bodies(
     client: FaithJudgeClient, tmp_path: Path
 ) -> None:
     source = write_batch(tmp_path / "in.jsonl", 2)
-    first = client.submit(source, idempotency_key="sdk-idem-1")
-    again = client.submit(source, idempotency_key="sdk-idem-1")
+    first = client.submit_job(source, idempotency_key="sdk-idem-1")
+    again = client.submit_job(source, idempotency_key="sdk-idem-1")
     assert again.id == first.id
     with pytest.raises(Conflict):
-        client.submit(write_batch(tmp_path / "other.jsonl", 3), idempotency_key="sdk-idem-1")
+        client.submit_job(write_batch(tmp_path / "other.jsonl", 3), idempotency_key="sdk-idem-1")
 
 
 def test_reports_in_three_formats(client: FaithJudgeClient, tmp_path: Path) -> None:
-    accepted = client.submit(write_batch(tmp_path / "in.jsonl", 4))
+    accepted = client.submit_job(write_batch(tmp_path / "in.jsonl", 4))
     client.wait(accepted.id, timeout=60)
     report = client.report(accepted.id)
     assert isinstance(report, dict) and report
@@ -244,14 +244,14 @@ def test_reports_in_three_formats(client: FaithJudgeClient, tmp_path: Path) -> N
 
 def test_list_pages_and_cancel(service: str, tmp_path: Path) -> None:
     with FaithJudgeClient(service, KEY_B) as sdk:
-        ids = [sdk.submit(write_batch(tmp_path / f"in{n}.jsonl", 1)).id for n in range(3)]
-        page = sdk.list_batches(limit=2)
+        ids = [sdk.submit_job(write_batch(tmp_path / f"in{n}.jsonl", 1)).id for n in range(3)]
+        page = sdk.jobs(limit=2)
         assert len(page.items) == 2 and page.next_cursor
-        listed = [b.id for b in sdk.iter_batches(page_size=2)]
+        listed = [b.id for b in sdk.iter_jobs(page_size=2)]
         assert listed[:3] == ids[::-1]  # newest first
         for batch_id in ids:
             sdk.wait(batch_id, timeout=60)
-        cancelled = sdk.cancel(ids[0])
+        cancelled = sdk.cancel_job(ids[0])
         assert cancelled.id == ids[0]
         assert cancelled.status in ("completed", "cancelled")
 
@@ -259,7 +259,7 @@ def test_list_pages_and_cancel(service: str, tmp_path: Path) -> None:
 def test_service_facts(client: FaithJudgeClient) -> None:
     assert client.health().status == "ok"
     assert client.ready().status == "ready"
-    assert client.evaluator().evaluator == "lexicon:v1"
+    assert client.judge().judge == "lexicon:v1"
     assert any(q.question == QUESTION for q in client.knowledge_base().questions)
     assert any(m.code == "TB-RAD" for m in client.modifications().items)
 
@@ -270,12 +270,12 @@ def test_service_facts(client: FaithJudgeClient) -> None:
 def test_tenant_limit_is_rate_limited_and_cancel_frees_it(tmp_path: Path) -> None:
     settings = service_settings(tmp_path / "data", workers=False, max_active_batches=1)
     with run_service(settings) as url, FaithJudgeClient(url, KEY_A, retry=NO_RETRY) as sdk:
-        first = sdk.submit(write_batch(tmp_path / "a.jsonl", 2))
+        first = sdk.submit_job(write_batch(tmp_path / "a.jsonl", 2))
         with pytest.raises(RateLimited) as caught:
-            sdk.submit(write_batch(tmp_path / "b.jsonl", 2))
+            sdk.submit_job(write_batch(tmp_path / "b.jsonl", 2))
         assert caught.value.status == 429
-        assert sdk.cancel(first.id).status == "cancelled"
-        second = sdk.submit(write_batch(tmp_path / "b.jsonl", 2))
+        assert sdk.cancel_job(first.id).status == "cancelled"
+        second = sdk.submit_job(write_batch(tmp_path / "b.jsonl", 2))
         assert second.id != first.id
 
 
@@ -283,8 +283,8 @@ def test_batch_body_over_the_limit_is_payload_too_large(tmp_path: Path) -> None:
     settings = service_settings(tmp_path / "data", workers=False, max_body_bytes=4096)
     with run_service(settings) as url, FaithJudgeClient(url, KEY_A) as sdk:
         with pytest.raises(PayloadTooLarge):
-            sdk.submit(write_batch(tmp_path / "big.jsonl", 40))
-        assert list(sdk.iter_batches()) == []
+            sdk.submit_job(write_batch(tmp_path / "big.jsonl", 40))
+        assert list(sdk.iter_jobs()) == []
 
 
 # ---------------------------------------------------------------- async client
@@ -296,7 +296,7 @@ async def test_async_client_end_to_end(service: str, tmp_path: Path) -> None:
     async with AsyncFaithJudgeClient(service, KEY_A) as sdk:
         one = await sdk.score(request_line(1))
         assert one.item_id == "item-1"
-        accepted = await sdk.submit(source)
+        accepted = await sdk.submit_job(source)
         assert accepted.accepted == 5 and [r.line for r in accepted.rejected] == [2]
         seen: list[int] = []
         final = await sdk.wait(accepted.id, progress=lambda s: seen.append(s.done), timeout=60)
@@ -304,10 +304,10 @@ async def test_async_client_end_to_end(service: str, tmp_path: Path) -> None:
         lines = [r.line async for r in sdk.iter_results(accepted.id, offset=2)]
         assert lines == [3, 4, 5, 6]
         with pytest.raises(NotFound):
-            await sdk.get_batch("b_missing")
+            await sdk.job("b_missing")
     async with AsyncFaithJudgeClient(service, "fj_wrong") as wrong:
         with pytest.raises(AuthError):
-            await wrong.get_batch(accepted.id)
+            await wrong.job(accepted.id)
 
 
 @pytest.mark.anyio
@@ -319,7 +319,7 @@ async def test_async_client_in_process_through_asgi_transport(tmp_path: Path) ->
         transport = httpx.ASGITransport(app=app)
         async with AsyncFaithJudgeClient("http://app", KEY_A, transport=transport) as sdk:
             assert (await sdk.health()).status == "ok"
-            accepted = await sdk.submit(write_batch(tmp_path / "in.jsonl", 3))
+            accepted = await sdk.submit_job(write_batch(tmp_path / "in.jsonl", 3))
             final = await sdk.wait(accepted.id, events=False, poll_interval=0.05, timeout=60)
             assert final.status == "completed"
             assert [r.item_id async for r in sdk.iter_results(accepted.id)] == [
@@ -328,4 +328,4 @@ async def test_async_client_in_process_through_asgi_transport(tmp_path: Path) ->
                 "item-3",
             ]
             with pytest.raises(ValidationFailed):
-                await sdk.submit(b"[]\n")
+                await sdk.submit_job(b"[]\n")

@@ -47,7 +47,7 @@ def test_generate_then_score_gives_flips_and_results(fake: FakeVLM, tmp_path: Pa
     results_path = tmp_path / "results.jsonl"
     scored = runner.invoke(
         faithjudge_app,
-        ["score", str(requests), "-o", str(results_path), "--evaluator", "lexicon:v1",
+        ["score", str(requests), "-o", str(results_path), "--judge", "lexicon:v1",
          "--no-progress", "--no-cache", "--data-dir", str(tmp_path / "data")],
     )  # fmt: skip
     assert scored.exit_code == 0, scored.output
@@ -117,7 +117,7 @@ def test_submit_uploads_the_lines_as_one_ndjson_batch(
     monkeypatch.setattr(faithjudge_client, "FaithJudgeClient", client)
     result, requests = _generate(fake, tmp_path, "--submit", "http://faithjudge.test")
     assert result.exit_code == 0, result.output
-    assert seen["path"] == "/v1/batches"
+    assert seen["path"] == "/v1/jobs"
     assert seen["type"].startswith("application/x-ndjson")
     assert seen["lines"] == read_jsonl(requests)
     assert "b-1" in result.output

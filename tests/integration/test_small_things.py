@@ -24,7 +24,7 @@ def test_the_litellm_install_hint_keeps_its_extra(
 ) -> None:
     monkeypatch.setitem(sys.modules, "litellm", None)  # as if the extra were not installed
     result = runner.invoke(
-        app, ["score", str(DEMO), "-o", str(tmp_path / "o.jsonl"), "--evaluator", "litellm:x"]
+        app, ["score", str(DEMO), "-o", str(tmp_path / "o.jsonl"), "--judge", "litellm:x"]
     )
     assert result.exit_code == 3
     assert "pip install 'faithjudge[litellm]'" in result.output
@@ -36,7 +36,7 @@ def test_reports_get_the_same_mode_as_results(tmp_path: Path) -> None:
         results = tmp_path / "results.jsonl"
         scored = runner.invoke(
             app,
-            ["score", str(DEMO), "-o", str(results), "--evaluator", f"replay:{DEMO_JUDGE}",
+            ["score", str(DEMO), "-o", str(results), "--judge", f"replay:{DEMO_JUDGE}",
              "--data-dir", str(tmp_path / "data"), "--no-progress"],
         )  # fmt: skip
         assert scored.exit_code == 0, scored.output

@@ -135,7 +135,7 @@ def test_submit_runs_in_its_own_process(service: str, tmp_path: Path) -> None:
     assert len(out.read_text().splitlines()) == 3
 
 
-def test_ctrl_c_while_waiting_leaves_the_batch_running(
+def test_ctrl_c_while_waiting_leaves_the_job_running(
     service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from faithjudge_client import FaithJudgeClient
@@ -147,9 +147,9 @@ def test_ctrl_c_while_waiting_leaves_the_batch_running(
     result = submit(write_batch(tmp_path / "in.jsonl", 2), "--server", service, "--api-key", KEY_A)
     assert result.exit_code == 5, result.output
     batch_id = result.stdout.strip()
-    assert f"batch {batch_id} goes on on the server" in result.stderr
+    assert f"job {batch_id} goes on on the server" in result.stderr
     with FaithJudgeClient(service, KEY_A) as sdk:
-        assert sdk.get_batch(batch_id).total == 2
+        assert sdk.job(batch_id).total == 2
 
 
 def test_a_batch_that_does_not_finish_in_time_exits_5(tmp_path: Path) -> None:
@@ -186,7 +186,7 @@ def test_an_empty_file_exits_4_without_a_batch(tmp_path: Path, content: str) -> 
 def test_batch_exit_code_follows_the_score_rule(
     status: str, counts: dict[str, int], stages: dict[str, int], code: int
 ) -> None:
-    from faithjudge.cli.submit import batch_exit_code
+    from faithjudge.cli.submit import job_exit_code
     from faithjudge_client import BatchStatus
 
     final = BatchStatus.model_validate(
@@ -204,11 +204,11 @@ def test_batch_exit_code_follows_the_score_rule(
             "progress": 1.0,
         }
     )
-    assert batch_exit_code(final)[0] == code
+    assert job_exit_code(final)[0] == code
 
 
-def test_a_failed_batch_says_why() -> None:
-    from faithjudge.cli.submit import batch_exit_code
+def test_a_failed_job_says_why() -> None:
+    from faithjudge.cli.submit import job_exit_code
     from faithjudge_client import BatchStatus
 
     final = BatchStatus.model_validate(
@@ -224,6 +224,6 @@ def test_a_failed_batch_says_why() -> None:
             "detail": "Batch API: connection refused (gave up after 3 tries)",
         }
     )
-    code, why = batch_exit_code(final)
+    code, why = job_exit_code(final)
     assert code == 3
-    assert why == "batch b_2 ended failed: Batch API: connection refused (gave up after 3 tries)"
+    assert why == "job b_2 ended failed: Batch API: connection refused (gave up after 3 tries)"

@@ -64,7 +64,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("torn")
     requests = _requests(tmp / "cots.jsonl")
     results = tmp / "results.jsonl"
-    scored = _run("score", requests, "-o", results, "--evaluator", "lexicon:v1",
+    scored = _run("score", requests, "-o", results, "--judge", "lexicon:v1",
                   "--data-dir", tmp / "data", "--no-progress")  # fmt: skip
     out = {name: tmp / name for name in ("r.html", "r.md", "r.json", "r.csv", "j.xml", "g.md")}
     reported = _run("report", results, "--html", out["r.html"], "--md", out["r.md"],

@@ -64,7 +64,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     replay = JUDGE_OUTPUTS
 
     async def run(judge: str, output: Path) -> None:
-        settings = Settings(evaluator=f"replay:{replay}#{judge}", data_dir=tmp / "d", cache=False)
+        settings = Settings(judge=f"replay:{replay}#{judge}", data_dir=tmp / "d", cache=False)
         async with open_scorer(settings) as scorer:
             summary = await score_file(scorer, requests, output, concurrency=8)
         assert summary.scored == N_ITEMS and summary.input_errors == 0

@@ -38,7 +38,7 @@ COT_ONLY_WORD = "Kerley"
 def _score(requests: Path, judge: Path, output: Path, data: Path) -> None:
     scored = CliRunner().invoke(
         app,
-        ["score", str(requests), "-o", str(output), "--evaluator", f"replay:{judge}",
+        ["score", str(requests), "-o", str(output), "--judge", f"replay:{judge}",
          "--data-dir", str(data), "--no-progress"],
     )  # fmt: skip
     assert output.is_file(), scored.output

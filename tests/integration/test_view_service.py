@@ -65,7 +65,7 @@ def test_the_index_lists_the_batches_and_a_batch_opens_and_compares_like_a_file(
     folder.mkdir()
     shutil.copy(DEMO, folder / "demo.jsonl")  # the request file the CoTs come from
     with FaithJudgeClient(service, KEY) as client:
-        batch = client.submit(DEMO, name="demo on the service")
+        batch = client.submit_job(DEMO, name="demo on the service")
         assert client.wait(batch.id, timeout=60).status == "completed"
         client.download_results(batch.id, folder / "local.jsonl")
     item_ids = [json.loads(line)["item_id"] for line in DEMO.read_text().splitlines()]
@@ -104,7 +104,7 @@ def test_a_service_that_cannot_be_reached_is_one_line_and_the_runs_stay(tmp_path
         status, index = _get(port, "/")
         assert status == 200
         assert index.count('id="service-problem"') == 1
-        assert f"could not list the batches of {gone}" in index
+        assert f"could not list the jobs of {gone}" in index
         assert "Traceback" not in index and 'id="batches"' not in index
         assert "kept.jsonl" in index
         status, page = _get(port, "/run?file=batch:b_0123")

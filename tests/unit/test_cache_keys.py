@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from faithjudge.evaluators import make_evaluator
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.judges import make_judge
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.cache import ResponseCache, cache_key
@@ -51,13 +51,13 @@ ANSWER_KEEPING: dict[str, Any] = {
 async def _key(backend: str, tmp_path: Path, **changes: Any) -> str:
     model = changes.pop("model", "judge-1")
     settings = Settings(**{**BASE, **changes}, data_dir=tmp_path / "data")
-    evaluator = make_evaluator(f"{backend}:{model}", settings=settings)
+    judge = make_judge(f"{backend}:{model}", settings=settings)
     try:
-        material = evaluator.cache_key_material(REQUEST)
+        material = judge.cache_key_material(REQUEST)
         assert material is not None
         return cache_key(material)
     finally:
-        await evaluator.aclose()
+        await judge.aclose()
 
 
 @pytest.mark.parametrize("backend", ["openai", "openai-batch"])
@@ -107,10 +107,10 @@ class _Module(SimpleNamespace):
 
 
 def _litellm_key(model: str = "openai/judge-1", **kwargs: Any) -> str:
-    from faithjudge.evaluators.litellm import LiteLLMEvaluator
+    from faithjudge.judges.litellm import LiteLLMJudge
 
-    evaluator = LiteLLMEvaluator(model, litellm_module=_Module(), **kwargs)  # type: ignore[arg-type]
-    material = evaluator.cache_key_material(REQUEST)
+    judge = LiteLLMJudge(model, litellm_module=_Module(), **kwargs)  # type: ignore[arg-type]
+    material = judge.cache_key_material(REQUEST)
     assert isinstance(material, Mapping)
     return cache_key(material)
 

@@ -74,7 +74,7 @@ def test_a_grade_no_longer_given_is_missing_and_drifts() -> None:
 
 
 def test_judge_changes_name_what_changed_fingerprint_included() -> None:
-    was = JudgeIdentity(evaluator="openai:m", model="m-1", judge_sha256="a" * 64,
+    was = JudgeIdentity(judge="openai:m", model="m-1", judge_sha256="a" * 64,
                         prompt_sha256="p", fingerprints=("fp_1",))  # fmt: skip
     now = was.model_copy(update={"judge_sha256": "b" * 64, "prompt_sha256": "q",
                                  "fingerprints": ("fp_2",)})  # fmt: skip
@@ -86,7 +86,7 @@ def test_judge_changes_name_what_changed_fingerprint_included() -> None:
 
 
 def _check(checked_at: str, scores_now: tuple[int, ...], sha: str = "s") -> CanaryCheck:
-    judge = JudgeIdentity(evaluator="lexicon:v1")
+    judge = JudgeIdentity(judge="lexicon:v1")
     return CanaryCheck(pinned_file="c.jsonl", pinned_sha256=sha, recorded_at="t0",
                        pinned_judge=judge, judge=judge, checked_at=checked_at,
                        comparison=compare(_grades(1, 1), _grades(*scores_now)))  # fmt: skip
@@ -134,7 +134,7 @@ def test_a_pinned_file_error_names_the_line(tmp_path: Path) -> None:
     path.write_text('{"item_id": "x"}\n')
     with pytest.raises(UserInputError, match="not a pinned canary"):
         read_pinned(path)
-    header = {"faithjudge_canary": 1, "recorded_at": "t", "judge": {"evaluator": "lexicon:v1"}}
+    header = {"faithjudge_canary": 1, "recorded_at": "t", "judge": {"judge": "lexicon:v1"}}
     path.write_text(json.dumps(header) + '\n{"item": "a", "line": 1, "grades": {}}\n')
     with pytest.raises(UserInputError, match=r"pinned.jsonl:2: .*grades"):
         read_pinned(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import faithjudge.exit_codes
 import pytest
-from faithjudge.cli.submit import batch_exit_code
+from faithjudge.cli.submit import job_exit_code
 from faithjudge.exit_codes import ExitCode
 from faithjudge_client.bodies import BatchStatus
 
@@ -116,7 +116,7 @@ def _ended(status: str, counts: dict[str, int] | None = None) -> BatchStatus:
 def test_submit_s_code_for_an_ended_batch_is_the_documented_one(
     status: str, counts: dict[str, int] | None, word: str, in_readme: bool
 ) -> None:
-    code, _ = batch_exit_code(_ended(status, counts))
+    code, _ = job_exit_code(_ended(status, counts))
     assert word in submit_table()[code], (status, code)
     if in_readme:
         assert word in readme_table()[code], (status, code)

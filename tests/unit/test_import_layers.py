@@ -457,7 +457,7 @@ def test_the_table_is_the_one_read(
     edges = {(i.source, i.target, i.kind) for i in first_party}
     assert ("benchmarks.generation_speed", "tests.fakes.tiny_vlm", IMPORT) in edges
     # and the walk reads type-checking imports and the registries' lazy references
-    assert ("faithjudge.evaluators", "faithjudge.evaluators.builtin", REFERENCE) in edges
+    assert ("faithjudge.judges", "faithjudge.judges.builtin", REFERENCE) in edges
     assert {i.kind for i in first_party if i.source.startswith("faithjudge.")} == {
         IMPORT,
         TYPING,
@@ -535,7 +535,7 @@ def test_nothing_imports_the_benchmarks_or_the_tests(
     assert not allowing, f"rows letting the package import benchmarks/ or tests/: {allowing}"
 
 
-_SCORER = ("faithjudge.pipeline.scorer", "faithjudge.evaluators")
+_SCORER = ("faithjudge.pipeline.scorer", "faithjudge.judges")
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faithjudge.jobs.interface import BatchRow, LineCounts
+from faithjudge.jobs.interface import JobRow, LineCounts
 from faithjudge.jobs.status import build_status
 from faithjudge.jobs.worker import done_line
 from faithjudge_client.lines import Failure, ItemResult, MetricResult
@@ -10,8 +10,8 @@ from faithjudge_client.lines import Failure, ItemResult, MetricResult
 NOW = 1_000_000.0
 
 
-def _row(status: str, *, total: int = 100, started: float | None = NOW - 10) -> BatchRow:
-    return BatchRow(
+def _row(status: str, *, total: int = 100, started: float | None = NOW - 10) -> JobRow:
+    return JobRow(
         id="b_1",
         tenant="t",
         name=None,
@@ -145,12 +145,11 @@ def _tokens_done(prompt: int, completion: int, cached: int) -> LineCounts:
     return replace(_counts(10), tokens=Usage(prompt, completion, cached))
 
 
-def _judged_by(evaluator: str) -> BatchRow:
+def _judged_by(judge: str) -> JobRow:
     from dataclasses import replace
 
-    return replace(
-        _row("completed"), judge=evaluator, judge_config=f'{{"evaluator": "{evaluator}"}}'
-    )
+    # a stored judge configuration names its spec ``evaluator`` (hashed, so never renamed)
+    return replace(_row("completed"), judge=judge, judge_config=f'{{"evaluator": "{judge}"}}')
 
 
 def test_the_status_prices_its_lines_tokens_cached_input_at_its_own_price() -> None:

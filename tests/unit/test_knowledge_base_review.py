@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 from faithjudge.assets.knowledge import KnowledgeBase, load_knowledge_base, question_key
-from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
+from faithjudge.judges.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from faithjudge.scoring.lexicon import Lexicon, concept_credits, tokenize
 from faithjudge_client.lines import Concept, KBAnswer
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, LexiconEvaluator, load_lexicon
+from faithjudge.judges.lexicon import DEFAULT_LEXICON_DIR, LexiconJudge, load_lexicon
 from faithjudge.scoring.lexicon import (
     clear_memos,
     compile_lexicon,
@@ -204,7 +204,7 @@ def test_a_lexicon_folder_without_a_listed_file_is_a_config_error(tmp_path: Path
 
 
 def test_provenance_names_the_rules_and_every_lexicon_file() -> None:
-    settings = LexiconEvaluator().settings()
+    settings = LexiconJudge().settings()
     assert settings["rules"] == "lexicon_rules/5"
     lexicon = settings["lexicon"]
     manifest = orjson.loads((DEFAULT_LEXICON_DIR / "manifest.json").read_bytes())

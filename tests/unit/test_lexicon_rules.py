@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from faithjudge.assets.schemas import judge_output_schema
-from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
+from faithjudge.judges.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from faithjudge.scoring.judge_output import JudgeOutput, output_model
 from faithjudge.scoring.lexicon import (
     Lexicon,

@@ -26,8 +26,8 @@ def _examples(component: str) -> list[dict[str, Any]]:
 def test_knowledge_base_examples_carry_the_shipped_version() -> None:
     kb = load_knowledge_base()
     assert [e["version"] for e in _examples("KnowledgeBaseInfo")] == [kb.version]
-    evaluator = _examples("EvaluatorInfo")
-    assert [(e["kb_id"], e["kb_version"]) for e in evaluator] == [(kb.id, kb.version)]
+    judge = _examples("JudgeInfo")
+    assert [(e["kb_id"], e["kb_version"]) for e in judge] == [(kb.id, kb.version)]
 
 
 def _values(node: Any, key: str) -> Iterator[Any]:
@@ -44,5 +44,5 @@ def _values(node: Any, key: str) -> Iterator[Any]:
 def test_every_example_carries_the_current_schema_version() -> None:
     # Examples sit under "example" and "examples" at several depths: walk the whole document.
     found = list(_values(_document(), "schema_version"))
-    assert len(found) >= 2  # the evaluator info and the score response's provenance
+    assert len(found) >= 2  # the judge info and the score response's provenance
     assert set(found) == {SCHEMA_VERSION}

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-from faithjudge.errors import EvaluatorError
+from faithjudge.errors import JudgeError
 from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.outage import (
     JudgeOutageTooLong,
@@ -189,7 +189,7 @@ async def test_a_call_failing_alone_while_the_judge_is_up_ends_as_its_own_failur
     caller = JudgeCaller(
         judge, sleep=_no_wait, wait_outages=True, policy=RetryPolicy(max_retries=2)
     )
-    with pytest.raises(EvaluatorError) as failed:
+    with pytest.raises(JudgeError) as failed:
         await caller.call("request")
     assert failed.value.attempts == 1  # a refusal is not retried
     assert str(failed.value).startswith("connection refused")

@@ -1,4 +1,4 @@
-"""The cross-field rules of an evaluator output: declared once, carried by every schema file,
+"""The cross-field rules of a judge output: declared once, carried by every schema file,
 enforced the same way by the schema, the pydantic mirror and grading."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from faithjudge.assets.schemas import (
     judge_output_schema,
     judge_output_validator,
 )
-from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
+from faithjudge.judges.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
 from faithjudge.scoring.grading import verify
 from faithjudge.scoring.judge_output import output_model
 from faithjudge.scoring.lexicon import judge_metric

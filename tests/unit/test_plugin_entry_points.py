@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators import (
-    EVALUATORS,
+from faithjudge.judges import (
+    JUDGES,
     is_batch_route,
     live_spec,
-    make_evaluator,
-    register_evaluator,
+    make_judge,
+    register_judge,
 )
 from faithjudge.settings import Settings
 from faithjudge_client.registry import (
@@ -126,7 +126,7 @@ def test_a_name_registered_in_code_wins_over_an_entry_point(site: Path) -> None:
     assert late.get("shared") is json.dumps and late.plugin("shared") is None
 
 
-def test_an_installed_evaluator_backend_is_a_backend_or_a_factory(site: Path) -> None:
+def test_an_installed_judge_backend_is_a_backend_or_a_factory(site: Path) -> None:
     _install(
         site,
         "fj-judges",
@@ -136,23 +136,23 @@ def test_an_installed_evaluator_backend_is_a_backend_or_a_factory(site: Path) ->
         "missing = fj_judges_mod:nothing\n",
         {
             "fj_judges_mod": (
-                "from faithjudge.evaluators import EvaluatorBackend\n"
-                "from faithjudge.evaluators.lexicon import LexiconEvaluator\n"
+                "from faithjudge.judges import JudgeBackend\n"
+                "from faithjudge.judges.lexicon import LexiconJudge\n"
                 "def build(target, settings):\n"
-                "    return LexiconEvaluator(target)\n"
-                "BACKEND = EvaluatorBackend(form='described:NAME', factory=build)\n"
+                "    return LexiconJudge(target)\n"
+                "BACKEND = JudgeBackend(form='described:NAME', factory=build)\n"
             )
         },
     )
-    from faithjudge.evaluators import _installed_backend
+    from faithjudge.judges import _installed_backend
 
-    registry = Registry("evaluator backend", group="fj.test.judges", adapt=_installed_backend)
+    registry = Registry("judge backend", group="fj.test.judges", adapt=_installed_backend)
     assert registry.get("plain").form == "plain:TARGET"
     assert registry.get("described").form == "described:NAME"
     with pytest.raises(PluginError, match=r"fj-judges 1.2 .*missing = fj_judges_mod:nothing"):
         registry.get("missing")
-    evaluator = registry.get("described").build("v1", Settings())
-    assert evaluator.id == "lexicon:v1"
+    judge = registry.get("described").build("v1", Settings())
+    assert judge.id == "lexicon:v1"
 
 
 def test_an_installed_job_store_is_a_class_with_an_async_open_under_a_url_scheme(
@@ -204,28 +204,28 @@ def test_the_batch_route_and_its_live_twin_are_what_the_registry_says() -> None:
     assert live_spec("openai:gpt-x") == "openai:gpt-x" and live_spec("nope:m") == "nope:m"
 
     # a backend of another name is a batch route because it says so, not by its name
-    register_evaluator(
+    register_judge(
         "night-queue",
-        "faithjudge.provider_batch.evaluator:build",
+        "faithjudge.provider_batch.judge:build",
         "night-queue:MODEL",
         batch_route=True,
         live_twin="openai",
     )
-    register_evaluator("openai-batchless", "faithjudge.evaluators.builtin:lexicon")
+    register_judge("openai-batchless", "faithjudge.judges.builtin:lexicon")
     try:
         assert is_batch_route("night-queue:m") and live_spec("night-queue:m") == "openai:m"
         assert not is_batch_route("openai-batchless:v1")
     finally:
-        EVALUATORS.unregister("night-queue")
-        EVALUATORS.unregister("openai-batchless")
+        JUDGES.unregister("night-queue")
+        JUDGES.unregister("openai-batchless")
 
 
-def test_a_batch_route_backend_must_build_the_batch_evaluator(tmp_path: Path) -> None:
-    register_evaluator(
-        "fake-batch", "faithjudge.evaluators.builtin:lexicon", "fake-batch:X", batch_route=True
+def test_a_batch_route_backend_must_build_the_batch_judge(tmp_path: Path) -> None:
+    register_judge(
+        "fake-batch", "faithjudge.judges.builtin:lexicon", "fake-batch:X", batch_route=True
     )
     try:
         with pytest.raises(ConfigError, match="is a Batch API route, but its factory built a Lex"):
-            make_evaluator("fake-batch:v1", settings=Settings(data_dir=tmp_path))
+            make_judge("fake-batch:v1", settings=Settings(data_dir=tmp_path))
     finally:
-        EVALUATORS.unregister("fake-batch")
+        JUDGES.unregister("fake-batch")

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.litellm import LiteLLMEvaluator
-from faithjudge.evaluators.openai import prompt_cache_key
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.litellm import LiteLLMJudge
+from faithjudge.judges.openai import prompt_cache_key
 from faithjudge.settings import Settings
 from faithjudge.transport.base import Usage
 from faithjudge.transport.chat import CompletionChunks, Message, completion_from_data, usage_from
@@ -114,7 +114,7 @@ class _Refused(Exception):
     )
 
 
-async def _litellm_judged(refuse: bool) -> tuple[Any, list[dict[str, Any]], LiteLLMEvaluator]:
+async def _litellm_judged(refuse: bool) -> tuple[Any, list[dict[str, Any]], LiteLLMJudge]:
     calls: list[dict[str, Any]] = []
     details = SimpleNamespace(cached_tokens=1024)
     usage = SimpleNamespace(prompt_tokens=2000, completion_tokens=9, prompt_tokens_details=details)
@@ -132,12 +132,12 @@ async def _litellm_judged(refuse: bool) -> tuple[Any, list[dict[str, Any]], Lite
         return answer
 
     module = SimpleNamespace(acompletion=acompletion)
-    evaluator = LiteLLMEvaluator(
+    judge = LiteLLMJudge(
         "anthropic/claude-x",
         api_base="https://api.example.com",
         litellm_module=module,  # type: ignore[arg-type]
     )
-    return await evaluator.judge(_request()), calls, evaluator
+    return await judge.judge(_request()), calls, judge
 
 
 @pytest.mark.anyio
@@ -149,11 +149,11 @@ async def test_litellm_counts_cached_tokens_and_learns_a_refused_key(anyio_backe
         assert response.usage == Usage(2000, 9, 1024)
         assert calls[0]["prompt_cache_key"] == prompt_cache_key(_request())
         forget_servers()
-        response, calls, evaluator = await _litellm_judged(refuse=True)
+        response, calls, judge = await _litellm_judged(refuse=True)
         assert response.usage.cached_tokens == 1024
         assert ["prompt_cache_key" in call for call in calls] == [True, False]
-        await evaluator.judge(_request())  # learnt: not sent again
+        await judge.judge(_request())  # learnt: not sent again
         assert ["prompt_cache_key" in call for call in calls] == [True, False, False]
-        assert evaluator.should_retry(_Refused(_Refused.message)) is False
+        assert judge.should_retry(_Refused(_Refused.message)) is False
     finally:
         forget_servers()

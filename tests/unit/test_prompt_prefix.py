@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 from faithjudge.assets.prompts import available_prompt_sets, load_prompt_set
-from faithjudge.evaluators.openai import OpenAIEvaluator
+from faithjudge.judges.openai import OpenAIJudge
 from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.judge_check import SAMPLE_REQUEST
 from faithjudge.settings import Settings
@@ -37,18 +37,18 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def evaluator_and_scorer(tmp_path: Path) -> AsyncIterator[tuple[OpenAIEvaluator, Any]]:
+async def judge_and_scorer(tmp_path: Path) -> AsyncIterator[tuple[OpenAIJudge, Any]]:
     settings = Settings(
-        evaluator="openai:gpt-test",
+        judge="openai:gpt-test",
         openai_base_url="http://127.0.0.1:9/v1",  # never called: requests are only rendered
         openai_api_key="unused",
         data_dir=tmp_path,
         cache=False,
     )
     async with open_scorer(settings) as scorer:
-        evaluator = scorer.caller.evaluator
-        assert isinstance(evaluator, OpenAIEvaluator)
-        yield evaluator, scorer
+        judge = scorer.caller.judge
+        assert isinstance(judge, OpenAIJudge)
+        yield judge, scorer
 
 
 def _request(**changes: Any) -> ScoreRequest:
@@ -61,8 +61,8 @@ def _provider_prompt(body: dict[str, Any]) -> str:
     return schema + "".join(f"\n{m['role']}\n{m['content']}" for m in body["messages"])
 
 
-def _bodies(evaluator: OpenAIEvaluator, scorer: Any, request: ScoreRequest) -> dict[str, Any]:
-    return {r.metric: evaluator.request_body(r) for r in scorer.judge_requests(request)}
+def _bodies(judge: OpenAIJudge, scorer: Any, request: ScoreRequest) -> dict[str, Any]:
+    return {r.metric: judge.request_body(r) for r in scorer.judge_requests(request)}
 
 
 def _shared(a: str, b: str) -> int:
@@ -82,16 +82,16 @@ def _fixed_head(body: dict[str, Any], metric: str) -> int:
 
 
 async def test_calls_of_a_metric_share_the_schema_the_system_prompt_and_the_fixed_head(
-    evaluator_and_scorer: tuple[OpenAIEvaluator, Any],
+    judge_and_scorer: tuple[OpenAIJudge, Any],
 ) -> None:
-    evaluator, scorer = evaluator_and_scorer
-    first = _bodies(evaluator, scorer, _request())
+    judge, scorer = judge_and_scorer
+    first = _bodies(judge, scorer, _request())
     other = _request(
         question="Is the endotracheal tube correctly positioned? (yes or no)",
         cot="<think><step>The tip sits 4 cm above the carina.</step></think><answer>yes</answer>",
         modification={"code": "TB-RAD", "target_answer": "no"},
     )
-    second = _bodies(evaluator, scorer, other)
+    second = _bodies(judge, scorer, other)
     assert set(first) == set(second) == set(metric_names())
     for metric, body in first.items():
         system = body["messages"][0]["content"]
@@ -102,17 +102,17 @@ async def test_calls_of_a_metric_share_the_schema_the_system_prompt_and_the_fixe
 
 
 async def test_calls_of_one_question_share_its_block_up_to_the_cot(
-    evaluator_and_scorer: tuple[OpenAIEvaluator, Any],
+    judge_and_scorer: tuple[OpenAIJudge, Any],
 ) -> None:
-    evaluator, scorer = evaluator_and_scorer
-    first = _bodies(evaluator, scorer, _request())
+    judge, scorer = judge_and_scorer
+    first = _bodies(judge, scorer, _request())
     # the same question, another item: another CoT, answer and modification
     other = _request(
         cot="<think><step>Both angles are sharp.</step></think><answer>no</answer>",
         modification={"code": "TB-RAD", "target_answer": "no"},
         context={"projection": "PA"},
     )
-    second = _bodies(evaluator, scorer, other)
+    second = _bodies(judge, scorer, other)
     for metric, body in first.items():
         prompt = _provider_prompt(body)
         shared = _shared(prompt, _provider_prompt(second[metric]))

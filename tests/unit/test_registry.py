@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators import EVALUATORS, make_evaluator, register_evaluator
+from faithjudge.judges import JUDGES, make_judge, register_judge
 from faithjudge.scoring.lexicon import RULES, register_rule, unregister_rule
 from faithjudge.settings import Settings
 from faithjudge_client.metric_catalogue import CATALOGUE, metric_names
@@ -95,7 +95,7 @@ def test_an_empty_name_is_refused() -> None:
 def test_the_catalogue_the_rules_and_the_backends_are_registries() -> None:
     assert CATALOGUE.names() == metric_names()
     assert set(metric_names()) <= set(RULES.names())
-    assert {"lexicon", "openai", "openai-batch", "litellm", "replay"} <= set(EVALUATORS.names())
+    assert {"lexicon", "openai", "openai-batch", "litellm", "replay"} <= set(JUDGES.names())
 
 
 def test_a_lexicon_rule_clash_is_refused() -> None:
@@ -140,35 +140,35 @@ def test_a_bad_declared_setting_names_its_variable(monkeypatch: pytest.MonkeyPat
 
 def test_a_backend_checks_its_settings_before_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []
-    register_evaluator(
+    register_judge(
         "demo", lambda target, settings: built.append(target), "demo:X", options=_Options
     )
     try:
-        assert EVALUATORS.get("demo").variables() == (
+        assert JUDGES.get("demo").variables() == (
             "FAITHJUDGE_DEMO_URL",
             "FAITHJUDGE_DEMO_KEY",
             "FAITHJUDGE_DEMO_LIMIT",
         )
         monkeypatch.setenv("FAITHJUDGE_DEMO_LIMIT", "many")
         with pytest.raises(ConfigError, match="FAITHJUDGE_DEMO_LIMIT"):
-            make_evaluator("demo:x", settings=Settings())
+            make_judge("demo:x", settings=Settings())
         assert built == []
     finally:
-        EVALUATORS.unregister("demo")
+        JUDGES.unregister("demo")
 
 
 def test_the_openai_variables_keep_working(monkeypatch: pytest.MonkeyPatch) -> None:
     """FAITHJUDGE_OPENAI_* first, then the SDK's own OPENAI_*; the transport variable too."""
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/sdk/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-sdk")
-    plain = make_evaluator("openai:m", settings=Settings())
+    plain = make_judge("openai:m", settings=Settings())
     assert plain.settings()["base_url"] == "http://127.0.0.1:9/sdk/v1/"
     assert plain.client.api_key == "sk-sdk"  # type: ignore[attr-defined]
 
     monkeypatch.setenv("FAITHJUDGE_OPENAI_BASE_URL", "http://127.0.0.1:9/ours/v1")
     monkeypatch.setenv("FAITHJUDGE_OPENAI_API_KEY", "sk-ours")
     monkeypatch.setenv("FAITHJUDGE_HTTP_TRANSPORT", "httpx")
-    ours = make_evaluator("openai:m", settings=Settings())
+    ours = make_judge("openai:m", settings=Settings())
     assert ours.settings()["base_url"] == "http://127.0.0.1:9/ours/v1/"
     client = ours.client  # type: ignore[attr-defined]
     assert client.api_key == "sk-ours"
@@ -176,4 +176,4 @@ def test_the_openai_variables_keep_working(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("FAITHJUDGE_HTTP_TRANSPORT", "carrier-pigeon")
     with pytest.raises(ConfigError, match=r"http_transport \(FAITHJUDGE_HTTP_TRANSPORT\)"):
-        make_evaluator("openai:m", settings=Settings())
+        make_judge("openai:m", settings=Settings())

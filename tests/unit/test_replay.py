@@ -1,4 +1,4 @@
-"""ReplayEvaluator and the evaluator factory's spec parsing."""
+"""ReplayJudge and the judge factory's spec parsing."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from faithjudge.errors import ConfigError, EvaluatorError, UserInputError
-from faithjudge.evaluators import EVALUATORS, make_evaluator, register_evaluator
-from faithjudge.evaluators.base import Evaluator, JudgeRequest
-from faithjudge.evaluators.replay import ReplayEvaluator
+from faithjudge.errors import ConfigError, JudgeError, UserInputError
+from faithjudge.judges import JUDGES, make_judge, register_judge
+from faithjudge.judges.base import Judge, JudgeRequest
+from faithjudge.judges.replay import ReplayJudge
 from faithjudge.transport.chat import Message
 from faithjudge.transport.resilience import JudgeCaller
 
@@ -52,30 +52,30 @@ def recorded(tmp_path: Path) -> Path:
 
 
 async def test_replays_objects_strings_and_nulls(recorded: Path) -> None:
-    evaluator = ReplayEvaluator(recorded)
-    assert isinstance(evaluator, Evaluator)
-    assert evaluator.id == "replay:judge.jsonl" and len(evaluator) == 3
-    assert orjson.loads((await evaluator.judge(request("a"))).text) == {"score": 2}
-    assert (await evaluator.judge(request("a", "causal_attribution"))).text == "raw text"
-    assert (await evaluator.judge(request("b"))).text == ""
-    assert evaluator.cache_key_material(request("a")) is None
-    assert evaluator.should_retry(RuntimeError()) is False
-    assert evaluator.retry_after(RuntimeError()) is None
-    assert len(evaluator.settings()["sha256"]) == 64
+    judge = ReplayJudge(recorded)
+    assert isinstance(judge, Judge)
+    assert judge.id == "replay:judge.jsonl" and len(judge) == 3
+    assert orjson.loads((await judge.judge(request("a"))).text) == {"score": 2}
+    assert (await judge.judge(request("a", "causal_attribution"))).text == "raw text"
+    assert (await judge.judge(request("b"))).text == ""
+    assert judge.cache_key_material(request("a")) is None
+    assert judge.should_retry(RuntimeError()) is False
+    assert judge.retry_after(RuntimeError()) is None
+    assert len(judge.settings()["sha256"]) == 64
 
 
-async def test_missing_record_is_a_non_retryable_evaluator_error(recorded: Path) -> None:
-    evaluator = ReplayEvaluator(recorded)
-    with pytest.raises(EvaluatorError, match="no recorded response for item b metric"):
-        await evaluator.judge(request("b", "clinical_fidelity"))
+async def test_missing_record_is_a_non_retryable_judge_error(recorded: Path) -> None:
+    judge = ReplayJudge(recorded)
+    with pytest.raises(JudgeError, match="no recorded response for item b metric"):
+        await judge.judge(request("b", "clinical_fidelity"))
     calls = 0
 
     async def sleep(_: float) -> None:
         nonlocal calls
         calls += 1
 
-    caller = JudgeCaller(evaluator, sleep=sleep)
-    with pytest.raises(EvaluatorError) as info:
+    caller = JudgeCaller(judge, sleep=sleep)
+    with pytest.raises(JudgeError) as info:
         await caller.call(request(None))
     assert info.value.attempts == 1 and info.value.status is None and calls == 0
 
@@ -92,14 +92,14 @@ def several(tmp_path: Path) -> Path:
 
 async def test_judge_selects_among_several(tmp_path: Path) -> None:
     path = several(tmp_path)
-    llama = ReplayEvaluator(path, judge="llama")
+    llama = ReplayJudge(path, judge="llama")
     assert llama.id == "replay:two.jsonl#llama"
     replayed = await llama.judge(request("a"))
     assert (replayed.text, replayed.model) == ('{"s":2}', "llama")
     with pytest.raises(ConfigError, match=r"several judges.*gpt, llama"):
-        ReplayEvaluator(path)
+        ReplayJudge(path)
     with pytest.raises(ConfigError, match=r"no judge 'mistral'.*gpt, llama"):
-        ReplayEvaluator(path, judge="mistral")
+        ReplayJudge(path, judge="mistral")
 
 
 @pytest.mark.parametrize(
@@ -118,45 +118,45 @@ def test_malformed_lines_name_file_and_line(recorded: Path, line: bytes, message
     path = recorded.with_name("bad.jsonl")
     path.write_bytes(recorded.read_bytes() + line + b"\n")
     with pytest.raises(ConfigError, match=message) as info:
-        ReplayEvaluator(path)
+        ReplayJudge(path)
     assert f"{path}:5" in str(info.value)
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the replay file"):
-        ReplayEvaluator(tmp_path / "missing.jsonl")
+        ReplayJudge(tmp_path / "missing.jsonl")
 
 
 # ------------------------------------------------------------------ the factory
 
 
 def test_factory_builds_replay_with_judge(tmp_path: Path) -> None:
-    evaluator = make_evaluator(f"replay:{several(tmp_path)}#gpt")
-    assert isinstance(evaluator, ReplayEvaluator) and evaluator.id == "replay:two.jsonl#gpt"
+    judge = make_judge(f"replay:{several(tmp_path)}#gpt")
+    assert isinstance(judge, ReplayJudge) and judge.id == "replay:two.jsonl#gpt"
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
     with pytest.raises(
         UserInputError, match=r"lexicon:v1.*openai:MODEL.*litellm:MODEL.*replay:FILE"
     ) as info:
-        make_evaluator("bogus:thing")
-    assert info.value.field == "evaluator"
-    with pytest.raises(UserInputError, match="unknown evaluator"):
-        make_evaluator("no-colon")
+        make_judge("bogus:thing")
+    assert info.value.field == "judge"
+    with pytest.raises(UserInputError, match="unknown judge"):
+        make_judge("no-colon")
     with pytest.raises(UserInputError, match="names no model"):
-        make_evaluator("openai:")
+        make_judge("openai:")
 
 
 def test_registry_is_extensible(recorded: Path) -> None:
-    register_evaluator("echo", lambda target, settings: ReplayEvaluator(target))
+    register_judge("echo", lambda target, settings: ReplayJudge(target))
     try:
-        assert make_evaluator(f"echo:{recorded}").id == "replay:judge.jsonl"
+        assert make_judge(f"echo:{recorded}").id == "replay:judge.jsonl"
         with pytest.raises(ValueError, match="'echo' is already registered"):
-            register_evaluator("echo", lambda target, settings: ReplayEvaluator(target))
+            register_judge("echo", lambda target, settings: ReplayJudge(target))
     finally:
-        EVALUATORS.unregister("echo")
-    with pytest.raises(UserInputError, match="unknown evaluator"):
-        make_evaluator(f"echo:{recorded}")
+        JUDGES.unregister("echo")
+    with pytest.raises(UserInputError, match="unknown judge"):
+        make_judge(f"echo:{recorded}")
 
 
 def test_identical_repeats_are_accepted_and_other_judges_conflicts_ignored(tmp_path: Path) -> None:
@@ -164,6 +164,6 @@ def test_identical_repeats_are_accepted_and_other_judges_conflicts_ignored(tmp_p
     other = b'{"item_id": "a", "metric": "confidence_tone", "judge": "j2", "response": "%s"}'
     path = tmp_path / "rec.jsonl"
     path.write_bytes(b"\n".join([record, record, other % b"y", other % b"z"]) + b"\n")
-    assert len(ReplayEvaluator(path, judge="j1")) == 1
+    assert len(ReplayJudge(path, judge="j1")) == 1
     with pytest.raises(ConfigError, match="a second response"):
-        ReplayEvaluator(path, judge="j2")
+        ReplayJudge(path, judge="j2")

@@ -100,7 +100,7 @@ def _shipped_lines() -> list[dict[str, Any]]:
         _line(5, "SHAM", BINARY, False, False,
               {cf: _valid(4), ca: _valid(4), ct: _failed("abstain")}, None),
         _line(6, "TB-LA", BINARY, None, None, {}, None,
-              error={"stage": "transport", "detail": "evaluator unreachable"}),
+              error={"stage": "transport", "detail": "judge unreachable"}),
     ]  # fmt: skip
 
 

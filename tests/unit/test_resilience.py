@@ -1,4 +1,4 @@
-"""JudgeCaller and RetryPolicy against a scripted in-process evaluator (no network, no sleeping)."""
+"""JudgeCaller and RetryPolicy against a scripted in-process judge (no network, no sleeping)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
-from faithjudge.errors import ConfigError, EvaluatorError
-from faithjudge.evaluators.base import Evaluator, JudgeRequest
+from faithjudge.errors import ConfigError, JudgeError
+from faithjudge.judges.base import Judge, JudgeRequest
 from faithjudge.transport.base import JudgeResponse, RequestChanged
 from faithjudge.transport.cache import ResponseCache, cache_key
 from faithjudge.transport.chat import Message
@@ -28,7 +28,7 @@ def anyio_backend() -> str:
 
 
 class Transient(Exception):
-    """A failure the scripted evaluator calls retryable."""
+    """A failure the scripted judge calls retryable."""
 
     def __init__(self, retry_after: float | None = None, status_code: int = 503) -> None:
         super().__init__(f"transient {status_code}")
@@ -42,7 +42,7 @@ class Fatal(Exception):
 
 @dataclass
 class Scripted:
-    """Evaluator whose n-th call per request text raises or answers as scripted."""
+    """Judge whose n-th call per request text raises or answers as scripted."""
 
     script: dict[str, list[BaseException | str]] = field(default_factory=dict)
     delay: float = 0.0
@@ -109,14 +109,14 @@ class SleepRecorder:
         self.delays.append(seconds)
 
 
-def make_caller(evaluator: Scripted, **kwargs: Any) -> tuple[JudgeCaller, SleepRecorder]:
+def make_caller(judge: Scripted, **kwargs: Any) -> tuple[JudgeCaller, SleepRecorder]:
     sleep = SleepRecorder()
     kwargs.setdefault("policy", RetryPolicy(jitter=False))
-    return JudgeCaller(evaluator, sleep=sleep, **kwargs), sleep
+    return JudgeCaller(judge, sleep=sleep, **kwargs), sleep
 
 
-def test_scripted_evaluator_satisfies_the_protocol() -> None:
-    assert isinstance(Scripted(), Evaluator)
+def test_scripted_judge_satisfies_the_protocol() -> None:
+    assert isinstance(Scripted(), Judge)
 
 
 # ------------------------------------------------------------------ backoff arithmetic
@@ -167,60 +167,60 @@ async def test_success_on_first_try() -> None:
 
 
 async def test_transient_errors_are_retried_and_counted() -> None:
-    evaluator = Scripted(script={"cot": [Transient(), Transient(), "ok"]})
-    caller, sleep = make_caller(evaluator)
+    judge = Scripted(script={"cot": [Transient(), Transient(), "ok"]})
+    caller, sleep = make_caller(judge)
     response = await caller.call(request())
-    assert (response.text, response.attempts, evaluator.calls) == ("ok", 3, 3)
+    assert (response.text, response.attempts, judge.calls) == ("ok", 3, 3)
     assert sleep.delays == [1.0, 2.0]
     assert caller.stats.retries == 2
 
 
 async def test_server_retry_after_is_honoured() -> None:
-    evaluator = Scripted(script={"cot": [Transient(retry_after=7.0), Transient(0.0), "ok"]})
-    caller, sleep = make_caller(evaluator)
+    judge = Scripted(script={"cot": [Transient(retry_after=7.0), Transient(0.0), "ok"]})
+    caller, sleep = make_caller(judge)
     assert (await caller.call(request())).attempts == 3
     assert sleep.delays == [7.0, 0.0]
 
 
 async def test_exhausted_retries_raise_with_six_attempts() -> None:
-    evaluator = Scripted(script={"cot": [Transient(status_code=503) for _ in range(10)]})
-    caller, sleep = make_caller(evaluator)
-    with pytest.raises(EvaluatorError) as info:
+    judge = Scripted(script={"cot": [Transient(status_code=503) for _ in range(10)]})
+    caller, sleep = make_caller(judge)
+    with pytest.raises(JudgeError) as info:
         await caller.call(request())
-    assert info.value.attempts == 6 and evaluator.calls == 6
+    assert info.value.attempts == 6 and judge.calls == 6
     assert info.value.status == 503
     assert "Transient" in str(info.value) and "503" in str(info.value)
     assert sleep.delays == [1.0, 2.0, 4.0, 8.0, 16.0]
 
 
 async def test_non_retryable_error_fails_at_once() -> None:
-    evaluator = Scripted(script={"cot": [Fatal("bad request")]})
-    caller, sleep = make_caller(evaluator)
-    with pytest.raises(EvaluatorError) as info:
+    judge = Scripted(script={"cot": [Fatal("bad request")]})
+    caller, sleep = make_caller(judge)
+    with pytest.raises(JudgeError) as info:
         await caller.call(request())
     assert (info.value.attempts, info.value.status, sleep.delays) == (1, 400, [])
     assert "not retryable" in str(info.value)
 
 
-async def test_evaluator_errors_keep_their_message_and_gain_attempts() -> None:
-    evaluator = Scripted(script={"cot": [EvaluatorError("no recorded response", status=None)]})
-    caller, _ = make_caller(evaluator)
-    with pytest.raises(EvaluatorError, match="no recorded response") as info:
+async def test_judge_errors_keep_their_message_and_gain_attempts() -> None:
+    judge = Scripted(script={"cot": [JudgeError("no recorded response", status=None)]})
+    caller, _ = make_caller(judge)
+    with pytest.raises(JudgeError, match="no recorded response") as info:
         await caller.call(request())
     assert info.value.attempts == 1
 
 
 async def test_configuration_errors_propagate_unchanged() -> None:
-    evaluator = Scripted(script={"cot": [ConfigError("install the extra")]})
-    caller, _ = make_caller(evaluator)
+    judge = Scripted(script={"cot": [ConfigError("install the extra")]})
+    caller, _ = make_caller(judge)
     with pytest.raises(ConfigError):
         await caller.call(request())
 
 
 async def test_zero_retries_policy() -> None:
-    evaluator = Scripted(script={"cot": [Transient(), "ok"]})
-    caller, _ = make_caller(evaluator, policy=RetryPolicy(max_retries=0))
-    with pytest.raises(EvaluatorError) as info:
+    judge = Scripted(script={"cot": [Transient(), "ok"]})
+    caller, _ = make_caller(judge, policy=RetryPolicy(max_retries=0))
+    with pytest.raises(JudgeError) as info:
         await caller.call(request())
     assert info.value.attempts == 1
 
@@ -228,24 +228,24 @@ async def test_zero_retries_policy() -> None:
 # ------------------------------------------------------------------ limiter
 
 
-async def test_limiter_caps_concurrent_evaluator_calls() -> None:
-    evaluator = Scripted(delay=0.01)
-    caller, _ = make_caller(evaluator, limiter=anyio.CapacityLimiter(3))
+async def test_limiter_caps_concurrent_judge_calls() -> None:
+    judge = Scripted(delay=0.01)
+    caller, _ = make_caller(judge, limiter=anyio.CapacityLimiter(3))
     async with anyio.create_task_group() as group:
         for i in range(20):
             group.start_soon(caller.call, request(f"cot {i}"))
-    assert evaluator.max_running == 3 and evaluator.calls == 20
+    assert judge.max_running == 3 and judge.calls == 20
 
 
 async def test_limiter_slot_is_free_during_backoff() -> None:
     limiter = anyio.CapacityLimiter(1)
-    evaluator = Scripted(script={"cot": [Transient(), "ok"]})
+    judge = Scripted(script={"cot": [Transient(), "ok"]})
     seen: list[float] = []
 
     async def sleep(seconds: float) -> None:
         seen.append(limiter.borrowed_tokens)
 
-    caller = JudgeCaller(evaluator, limiter=limiter, sleep=sleep)
+    caller = JudgeCaller(judge, limiter=limiter, sleep=sleep)
     await caller.call(request())
     assert seen == [0]
 
@@ -260,21 +260,21 @@ async def test_default_limiter_is_per_caller() -> None:
 
 
 async def test_cache_hit_makes_no_call() -> None:
-    evaluator = Scripted(script={"cot": ["first"]})
+    judge = Scripted(script={"cot": ["first"]})
     with ResponseCache(":memory:") as cache:
-        caller, _ = make_caller(evaluator, cache=cache)
+        caller, _ = make_caller(judge, cache=cache)
         fresh = await caller.call(request())
         hit = await caller.call(request())
-    assert evaluator.calls == 1
+    assert judge.calls == 1
     assert (fresh.cached, fresh.attempts) == (False, 1)
     assert (hit.cached, hit.attempts, hit.text, hit.model) == (True, 0, "first", "scripted-1")
 
 
 async def test_failures_are_not_cached() -> None:
-    evaluator = Scripted(script={"cot": [Fatal("no"), "later"]})
+    judge = Scripted(script={"cot": [Fatal("no"), "later"]})
     with ResponseCache(":memory:") as cache:
-        caller, _ = make_caller(evaluator, cache=cache)
-        with pytest.raises(EvaluatorError):
+        caller, _ = make_caller(judge, cache=cache)
+        with pytest.raises(JudgeError):
             await caller.call(request())
         assert (await caller.call(request())).text == "later"
 
@@ -293,17 +293,17 @@ class Switching(Scripted):
 
 async def test_cache_entry_uses_the_key_of_what_was_sent() -> None:
     """A backend that changes its wire format is cached under the format it sent."""
-    evaluator = Switching()
+    judge = Switching()
     with ResponseCache(":memory:") as cache:
-        caller, _ = make_caller(evaluator, cache=cache)
+        caller, _ = make_caller(judge, cache=cache)
         first = await caller.call(request())
         assert (first.attempts, caller.stats.rekeyed) == (1, 1)
-        material = evaluator.cache_key_material(request())
+        material = judge.cache_key_material(request())
         assert material is not None and cache.get(cache_key(material)) is not None
         old = {**material, "fmt": "json_schema"}
         assert cache.get(cache_key(old)) is None
         assert (await caller.call(request())).cached
-    assert evaluator.calls == 2
+    assert judge.calls == 2
 
 
 async def test_a_changed_request_is_looked_up_again_before_it_is_sent() -> None:
@@ -314,8 +314,8 @@ async def test_a_changed_request_is_looked_up_again_before_it_is_sent() -> None:
             cache_key({"messages": [["system", "grade"], ["user", "cot"]], "fmt": "json_object"}),
             JudgeResponse(text='{"score": 2}'),
         )
-        evaluator = Switching()
-        caller, _ = make_caller(evaluator, cache=cache, limiter=anyio.CapacityLimiter(1))
+        judge = Switching()
+        caller, _ = make_caller(judge, cache=cache, limiter=anyio.CapacityLimiter(1))
         responses: list[JudgeResponse] = []
 
         async def one(text: str) -> None:
@@ -327,12 +327,12 @@ async def test_a_changed_request_is_looked_up_again_before_it_is_sent() -> None:
         by_text = sorted((r.text, r.cached) for r in responses)
         assert by_text == [('{"score": 1}', False), ('{"score": 2}', True)]
         # the refused call, then only "other" in the new format: "cot" was in the cache
-        assert evaluator.calls == 2 and caller.stats.rekeyed == 2
+        assert judge.calls == 2 and caller.stats.rekeyed == 2
 
 
 async def test_identical_requests_in_flight_share_one_call() -> None:
-    evaluator = Scripted(gate=anyio.Event(), script={"cot": ["shared"]})
-    caller, _ = make_caller(evaluator)
+    judge = Scripted(gate=anyio.Event(), script={"cot": ["shared"]})
+    caller, _ = make_caller(judge)
     results: list[JudgeResponse] = []
 
     async def one() -> None:
@@ -342,9 +342,9 @@ async def test_identical_requests_in_flight_share_one_call() -> None:
         group.start_soon(one)
         group.start_soon(one)
         await anyio.wait_all_tasks_blocked()
-        assert evaluator.gate is not None
-        evaluator.gate.set()
-    assert evaluator.calls == 1
+        assert judge.gate is not None
+        judge.gate.set()
+    assert judge.calls == 1
     assert sorted((r.attempts, r.cached, r.text) for r in results) == [
         (0, True, "shared"),
         (1, False, "shared"),
@@ -353,38 +353,38 @@ async def test_identical_requests_in_flight_share_one_call() -> None:
 
 
 async def test_waiters_get_the_leaders_error() -> None:
-    evaluator = Scripted(gate=anyio.Event(), script={"cot": [Fatal("boom")]})
-    caller, _ = make_caller(evaluator)
-    errors: list[EvaluatorError] = []
+    judge = Scripted(gate=anyio.Event(), script={"cot": [Fatal("boom")]})
+    caller, _ = make_caller(judge)
+    errors: list[JudgeError] = []
 
     async def one() -> None:
         try:
             await caller.call(request())
-        except EvaluatorError as exc:
+        except JudgeError as exc:
             errors.append(exc)
 
     async with anyio.create_task_group() as group:
         group.start_soon(one)
         group.start_soon(one)
         await anyio.wait_all_tasks_blocked()
-        assert evaluator.gate is not None
-        evaluator.gate.set()
-    assert evaluator.calls == 1 and len(errors) == 2
+        assert judge.gate is not None
+        judge.gate.set()
+    assert judge.calls == 1 and len(errors) == 2
     assert str(errors[0]) == str(errors[1]) and "Fatal" in str(errors[0])
 
 
 async def test_uncacheable_requests_are_not_deduplicated() -> None:
-    evaluator = Scripted(delay=0.01, cacheable=False)
-    caller, _ = make_caller(evaluator, cache=ResponseCache(":memory:"))
+    judge = Scripted(delay=0.01, cacheable=False)
+    caller, _ = make_caller(judge, cache=ResponseCache(":memory:"))
     async with anyio.create_task_group() as group:
         group.start_soon(caller.call, request())
         group.start_soon(caller.call, request())
-    assert evaluator.calls == 2
+    assert judge.calls == 2
 
 
 async def test_cancellation_propagates_and_a_waiter_takes_over() -> None:
-    evaluator = Scripted(gate=anyio.Event())
-    caller, _ = make_caller(evaluator)
+    judge = Scripted(gate=anyio.Event())
+    caller, _ = make_caller(judge)
     scopes: list[anyio.CancelScope] = []
     follower: list[JudgeResponse] = []
 
@@ -398,16 +398,16 @@ async def test_cancellation_propagates_and_a_waiter_takes_over() -> None:
 
     async with anyio.create_task_group() as group:
         group.start_soon(lead)
-        await anyio.wait_all_tasks_blocked()  # the leader is inside the evaluator
+        await anyio.wait_all_tasks_blocked()  # the leader is inside the judge
         group.start_soon(follow)
         await anyio.wait_all_tasks_blocked()  # the follower waits on the leader
         scopes[0].cancel()
         await anyio.wait_all_tasks_blocked()  # the follower now leads
-        assert evaluator.gate is not None
-        evaluator.gate.set()
+        assert judge.gate is not None
+        judge.gate.set()
     assert scopes[0].cancelled_caught
     assert len(follower) == 1 and (follower[0].attempts, follower[0].cached) == (1, False)
-    assert evaluator.calls == 2
+    assert judge.calls == 2
 
 
 # ------------------------------------------------------------------ LiteLLM classification
@@ -431,7 +431,7 @@ def _fake_litellm(answer: Any) -> SimpleNamespace:
 
 
 async def test_litellm_backend_with_a_stand_in_module() -> None:
-    from faithjudge.evaluators.litellm import LiteLLMEvaluator
+    from faithjudge.judges.litellm import LiteLLMJudge
 
     message = SimpleNamespace(content='{"score": 1}')
     answer = SimpleNamespace(
@@ -441,9 +441,9 @@ async def test_litellm_backend_with_a_stand_in_module() -> None:
         system_fingerprint=None,
     )
     module = _fake_litellm(answer)
-    evaluator = LiteLLMEvaluator("anthropic/claude-x", litellm_module=module)  # type: ignore[arg-type]
-    response = await evaluator.judge(request())
-    assert evaluator.id == "litellm:anthropic/claude-x"
+    judge = LiteLLMJudge("anthropic/claude-x", litellm_module=module)  # type: ignore[arg-type]
+    response = await judge.judge(request())
+    assert judge.id == "litellm:anthropic/claude-x"
     assert (response.text, response.model, response.usage.prompt_tokens) == (
         '{"score": 1}',
         "claude-x",
@@ -451,23 +451,23 @@ async def test_litellm_backend_with_a_stand_in_module() -> None:
     )
     sent = module.calls[0]
     assert sent["num_retries"] == 0 and sent["response_format"]["type"] == "json_schema"
-    material = evaluator.cache_key_material(request())
+    material = judge.cache_key_material(request())
     assert material is not None and material["backend"] == "litellm"
-    assert evaluator.should_retry(Fatal()) is False
-    assert evaluator.should_retry(SimpleNamespace(status_code=429)) is True  # type: ignore[arg-type]
-    assert evaluator.should_retry(SimpleNamespace(status_code=401)) is False  # type: ignore[arg-type]
+    assert judge.should_retry(Fatal()) is False
+    assert judge.should_retry(SimpleNamespace(status_code=429)) is True  # type: ignore[arg-type]
+    assert judge.should_retry(SimpleNamespace(status_code=401)) is False  # type: ignore[arg-type]
     limited = SimpleNamespace(status_code=429, headers={"Retry-After": "4"})
-    assert evaluator.retry_after(limited) == 4.0  # type: ignore[arg-type]
+    assert judge.retry_after(limited) == 4.0  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="litellm not installed")
 def test_real_litellm_exceptions_are_classified() -> None:
     import httpx
     import litellm
-    from faithjudge.evaluators.litellm import LiteLLMEvaluator
+    from faithjudge.judges.litellm import LiteLLMJudge
 
-    evaluator = LiteLLMEvaluator("openai/gpt-x")
+    judge = LiteLLMJudge("openai/gpt-x")
     response = httpx.Response(429, request=httpx.Request("POST", "http://x"))
     rate = litellm.RateLimitError("slow down", llm_provider="openai", model="m", response=response)
-    assert evaluator.should_retry(rate)
-    assert evaluator.should_retry(litellm.Timeout("t", model="m", llm_provider="openai"))
+    assert judge.should_retry(rate)
+    assert judge.should_retry(litellm.Timeout("t", model="m", llm_provider="openai"))

@@ -1,6 +1,6 @@
 """The JSON Schemas in ``schemas/`` and their pydantic mirrors accept exactly the same documents.
 
-Evaluator outputs: the ``faithjudge.scoring.judge_output`` model built from each catalogue
+Judge outputs: the ``faithjudge.scoring.judge_output`` model built from each catalogue
 metric's schema vs ``schemas/<metric>.schema.json`` itself (sample values come from the schema,
 with livelier hand-picked ones for the shipped metrics).
 Wire contracts: ``faithjudge_client.lines`` (ScoreRequest, ItemResult, KBEntry) vs
@@ -65,7 +65,7 @@ def _unique(docs: list[Doc]) -> list[Doc]:
     return out
 
 
-# ---------------------------------------------------------------- evaluator outputs
+# ---------------------------------------------------------------- judge outputs
 
 COMMON_FIELDS = ("abstain", "abstain_reason", "score", "quotes", "quote_spans", "rationale")
 
@@ -439,7 +439,7 @@ def test_every_file_carries_the_schema_version() -> None:
         assert _mirror(metric).schema_id == schemas.load_schema(metric)["$id"]
 
 
-def test_evaluator_output_schemas_require_every_property() -> None:
+def test_judge_output_schemas_require_every_property() -> None:
     for metric in METRICS:
         schema = schemas.judge_output_schema(metric)
         assert schema["additionalProperties"] is False
@@ -809,8 +809,8 @@ VALID_METRIC = {
     "cache_hit": False,
 }
 PROVENANCE = {
-    "evaluator": "lexicon",
-    "evaluator_model": None,
+    "judge": "lexicon",
+    "judge_model": None,
     "fingerprint": None,
     "prompt_set": "moll-2025/1",
     "prompt_sha256": "0" * 64,
@@ -866,7 +866,7 @@ def valid_results() -> list[Doc]:
         RESULT | {"confidence_calibration": 1},
         RESULT
         | {
-            "provenance": {k: PROVENANCE[k] for k in ("evaluator", "prompt_set")}
+            "provenance": {k: PROVENANCE[k] for k in ("judge", "prompt_set")}
             | {"prompt_sha256": "x", "schema_version": "1.0", "service_version": "0"}
         },
         RESULT | {"provenance": PROVENANCE | {"cache": {}, "tokens": {"prompt": 5}}},
@@ -900,7 +900,7 @@ def invalid_results() -> list[Doc]:
         RESULT | {"modification": _without(RESULT["modification"], "aligned")},
         RESULT | {"error": {"stage": "nope", "detail": "x"}},
         RESULT | {"error": {"stage": "parse"}},
-        RESULT | {"provenance": _without(PROVENANCE, "evaluator")},
+        RESULT | {"provenance": _without(PROVENANCE, "judge")},
         RESULT | {"provenance": PROVENANCE | {"tokens": {"prompt": 1, "total": 2}}},
         RESULT | {"provenance": PROVENANCE | {"cache": None}},
         RESULT | {"provenance": PROVENANCE | {"attempts": True}},

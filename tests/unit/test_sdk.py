@@ -152,12 +152,13 @@ def test_error_statuses_map_to_typed_errors_without_retry(
 ) -> None:
     seen = Recorder(lambda r: problem(status, detail=f"detail of {status}"))
     with pytest.raises(error) as caught:
-        seen.client().get_batch("b_1")
+        seen.client().job("b_1")
     assert caught.value.status == status
     assert caught.value.detail == f"detail of {status}"
     assert f"HTTP {status}" in str(caught.value)
     assert isinstance(caught.value, FaithJudgeError)
-    assert len(seen.requests) == 1  # a client error is never retried
+    # a client error is never retried; a 404 is asked once more at an older server's path
+    assert len(seen.requests) == (2 if status == 404 else 1)
     assert seen.sleeps == []
 
 
@@ -168,7 +169,7 @@ def test_validation_failed_carries_the_problem_errors() -> None:
     ]
     seen = Recorder(lambda r: problem(422, detail="no line accepted", errors=errors))
     with pytest.raises(ValidationFailed) as caught:
-        seen.client().submit(b'{"x": 1}\nnope\n')
+        seen.client().submit_job(b'{"x": 1}\nnope\n')
     assert [(e.line, e.field, e.reason) for e in caught.value.errors] == [
         (1, "cot", "Field required"),
         (2, None, "not JSON"),
@@ -180,7 +181,7 @@ def test_a_body_that_is_not_a_problem_still_gives_a_readable_error() -> None:
     html = "<html><body>502 Bad Gateway from the proxy</body></html>"
     seen = Recorder(lambda r: httpx.Response(502, text=html, headers={"content-type": "text/html"}))
     with pytest.raises(ServerError) as caught:
-        seen.client(retry=RetryPolicy(max_retries=0)).get_batch("b_1")
+        seen.client(retry=RetryPolicy(max_retries=0)).job("b_1")
     assert caught.value.status == 502
     assert "Bad Gateway from the proxy" in caught.value.detail
 
@@ -204,7 +205,7 @@ def test_503_is_retried_with_exponential_backoff_then_succeeds() -> None:
     seen = Recorder(
         scripted(problem(503), problem(503), httpx.Response(200, json=status_body("completed")))
     )
-    status = seen.client().get_batch("b_1")
+    status = seen.client().job("b_1")
     assert status.status == "completed"
     assert len(seen.requests) == 3
     assert seen.sleeps == [0.5, 1.0]
@@ -214,7 +215,7 @@ def test_429_waits_as_long_as_retry_after_says() -> None:
     limited = problem(429, detail="tenant limit")
     limited.headers["retry-after"] = "7"
     seen = Recorder(scripted(limited, httpx.Response(200, json=status_body())))
-    seen.client().get_batch("b_1")
+    seen.client().job("b_1")
     assert seen.sleeps == [7.0]
 
 
@@ -223,7 +224,7 @@ def test_retries_are_bounded_and_the_last_error_is_raised() -> None:
     limited.headers["retry-after"] = "2"
     seen = Recorder(scripted(limited))
     with pytest.raises(RateLimited) as caught:
-        seen.client().get_batch("b_1")
+        seen.client().job("b_1")
     assert caught.value.retry_after == 2.0
     assert len(seen.requests) == 1 + RETRY.max_retries
 
@@ -232,14 +233,14 @@ def test_retries_are_bounded_and_the_last_error_is_raised() -> None:
 def test_server_errors_that_will_not_change_are_not_retried(status: int) -> None:
     seen = Recorder(scripted(problem(status)))
     with pytest.raises(ServerError):
-        seen.client().get_batch("b_1")
+        seen.client().job("b_1")
     assert len(seen.requests) == 1
 
 
 def test_transport_errors_are_retried_then_wrapped() -> None:
     seen = Recorder(scripted(httpx.ConnectError("connection refused")))
     with pytest.raises(TransportError, match="ConnectError: connection refused") as caught:
-        seen.client().get_batch("b_1")
+        seen.client().job("b_1")
     assert isinstance(caught.value.__cause__, httpx.ConnectError)
     assert len(seen.requests) == 1 + RETRY.max_retries
     assert seen.sleeps == [0.5, 1.0, 2.0]
@@ -248,7 +249,7 @@ def test_transport_errors_are_retried_then_wrapped() -> None:
 def test_retries_can_be_turned_off() -> None:
     seen = Recorder(scripted(problem(503)))
     with pytest.raises(ServerError):
-        seen.client(retry=RetryPolicy(max_retries=0)).get_batch("b_1")
+        seen.client(retry=RetryPolicy(max_retries=0)).job("b_1")
     assert len(seen.requests) == 1
 
 
@@ -273,7 +274,7 @@ def test_score_is_retried_on_503_with_the_same_body() -> None:
     assert len(seen.bodies) == 2 and seen.bodies[0] == seen.bodies[1]
 
 
-# ---------------------------------------------------------------- batches
+# ---------------------------------------------------------------- jobs
 
 
 def write_requests(path: Path, count: int) -> bytes:
@@ -288,7 +289,7 @@ def test_submit_streams_a_file_with_its_length_and_an_idempotency_key(tmp_path: 
     source = tmp_path / "in.jsonl"
     data = write_requests(source, 2000)  # several read chunks
     seen = Recorder(scripted(problem(503), httpx.Response(202, json=ACCEPTED)))
-    accepted = seen.client().submit(source, name="run 3")
+    accepted = seen.client().submit_job(source, name="run 3")
     assert accepted.id == "b_1" and accepted.accepted == 2
     assert accepted.rejected[0].line == 3 and accepted.rejected[0].field == "ground_truth"
     first, second = seen.requests
@@ -316,7 +317,7 @@ def test_submit_reads_the_file_in_chunks(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(_common, "_file_chunks", spy)
     seen = Recorder(lambda r: httpx.Response(202, json=ACCEPTED))
-    seen.client().submit(source)
+    seen.client().submit_job(source)
     assert sum(chunks) == len(data)
     assert max(chunks) <= _common.CHUNK_BYTES < len(data)
 
@@ -324,32 +325,40 @@ def test_submit_reads_the_file_in_chunks(tmp_path: Path, monkeypatch: pytest.Mon
 def test_submit_uses_the_given_idempotency_key_and_surfaces_a_conflict(tmp_path: Path) -> None:
     seen = Recorder(lambda r: problem(409, detail="key reused with a different body"))
     with pytest.raises(Conflict, match="different body"):
-        seen.client().submit(b"{}\n", idempotency_key="k-1")
+        seen.client().submit_job(b"{}\n", idempotency_key="k-1")
     assert seen.requests[0].headers["idempotency-key"] == "k-1"
 
 
 def test_submit_accepts_models_dicts_and_json_lines() -> None:
     seen = Recorder(lambda r: httpx.Response(202, json=ACCEPTED))
     lines = [ScoreRequest.model_validate(REQUEST), REQUEST, json.dumps(REQUEST) + "\n"]
-    seen.client().submit(lines)
+    seen.client().submit_job(lines)
     sent = seen.bodies[0].splitlines()
     assert len(sent) == 3
     assert all(json.loads(line)["cot"] == REQUEST["cot"] for line in sent)
 
 
 def test_a_one_shot_stream_is_sent_once_and_not_retried() -> None:
-    seen = Recorder(scripted(problem(503)))
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":  # the client asks where the jobs are before a one-shot
+            return httpx.Response(200, json={"items": [], "next_cursor": None})
+        return problem(503)
+
+    seen = Recorder(handler)
     one_shot = (json.dumps(REQUEST) for _ in range(3))
     with pytest.raises(ServerError):
-        seen.client().submit(one_shot)
-    assert len(seen.requests) == 1
+        seen.client().submit_job(one_shot)
+    assert [(r.method, r.url.path) for r in seen.requests] == [
+        ("GET", "/v1/jobs"),
+        ("POST", "/v1/jobs"),
+    ]
 
 
 def test_a_seekable_binary_file_is_rewound_for_a_retry() -> None:
     handle = io.BytesIO(b"header to skip\n" + json.dumps(REQUEST).encode() + b"\n")
     handle.readline()
     seen = Recorder(scripted(problem(502), httpx.Response(202, json=ACCEPTED)))
-    seen.client().submit(handle)
+    seen.client().submit_job(handle)
     assert seen.bodies[0] == seen.bodies[1] == json.dumps(REQUEST).encode() + b"\n"
 
 
@@ -357,21 +366,21 @@ def test_bad_sources_are_refused_before_any_request(tmp_path: Path) -> None:
     seen = Recorder(lambda r: httpx.Response(202, json=ACCEPTED))
     client = seen.client()
     with pytest.raises(UserInputError, match="not found"):
-        client.submit(tmp_path / "missing.jsonl")
+        client.submit_job(tmp_path / "missing.jsonl")
     with pytest.raises(UserInputError, match="binary mode"):
-        client.submit(io.StringIO("{}\n"))
+        client.submit_job(io.StringIO("{}\n"))
     with pytest.raises(UserInputError, match="cannot upload"):
-        client.submit(42)  # type: ignore[arg-type]
+        client.submit_job(42)  # type: ignore[arg-type]
     assert seen.requests == []
 
 
-def test_batch_ids_are_quoted_into_the_path() -> None:
+def test_job_ids_are_quoted_into_the_path() -> None:
     seen = Recorder(lambda r: problem(404))
     with pytest.raises(NotFound):
-        seen.client().get_batch("../admin")
-    assert seen.requests[0].url.raw_path == b"/v1/batches/..%2Fadmin"
+        seen.client().job("../admin")
+    assert seen.requests[0].url.raw_path == b"/v1/jobs/..%2Fadmin"
     with pytest.raises(UserInputError):
-        seen.client().get_batch(" ")
+        seen.client().job(" ")
 
 
 def test_cancel_list_and_paging() -> None:
@@ -387,9 +396,9 @@ def test_cancel_list_and_paging() -> None:
 
     seen = Recorder(handler)
     client = seen.client()
-    assert client.cancel("b_1").status == "cancelled"
+    assert client.cancel_job("b_1").status == "cancelled"
     assert seen.requests[0].method == "DELETE"
-    assert [b.status for b in client.iter_batches(page_size=2)] == [
+    assert [b.status for b in client.iter_jobs(page_size=2)] == [
         "running",
         "running",
         "completed",
@@ -555,7 +564,7 @@ def test_wait_without_events_polls_and_times_out_with_the_last_status() -> None:
     assert all(not r.url.path.endswith("/events") for r in seen.requests)
 
 
-def test_wait_on_an_unknown_batch_raises_not_found() -> None:
+def test_wait_on_an_unknown_job_raises_not_found() -> None:
     seen = Recorder(lambda r: problem(404, detail="no batch 'nope'"))
     with pytest.raises(NotFound, match="no batch"):
         seen.client().wait("nope")
@@ -563,8 +572,8 @@ def test_wait_on_an_unknown_batch_raises_not_found() -> None:
 
 def test_an_answer_off_the_contract_is_a_protocol_error() -> None:
     seen = Recorder(lambda r: httpx.Response(200, text="<html>some other service</html>"))
-    with pytest.raises(ProtocolError, match="not a valid BatchStatus"):
-        seen.client().get_batch("b_1")
+    with pytest.raises(ProtocolError, match="not a valid JobStatus"):
+        seen.client().job("b_1")
     with pytest.raises(ProtocolError, match="not JSON"):
         seen.client().report("b_1")
 
@@ -589,6 +598,11 @@ def test_the_public_surface_is_pinned() -> None:
             "FaithJudgeClient",
             "FaithJudgeError",
             "ItemResult",
+            "JobAccepted",
+            "JobPage",
+            "JobRetry",
+            "JobStatus",
+            "JobTokens",
             "LineRejection",
             "NotFound",
             "PayloadTooLarge",

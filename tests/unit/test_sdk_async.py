@@ -96,13 +96,13 @@ async def test_503_and_429_are_retried_with_backoff_and_retry_after() -> None:
     limited.headers["retry-after"] = "4"
     seen = Recorder(scripted(problem(503), limited, httpx.Response(200, json=status_body())))
     async with seen.client() as client:
-        await client.get_batch("b_1")
+        await client.job("b_1")
     assert seen.sleeps == [0.5, 4.0]
 
     seen = Recorder(scripted(limited))
     async with seen.client() as client:
         with pytest.raises(RateLimited):
-            await client.get_batch("b_1")
+            await client.job("b_1")
     assert len(seen.requests) == 4
 
 
@@ -119,7 +119,7 @@ async def test_submit_streams_a_file_and_replays_it_for_a_retry(tmp_path: Path) 
     data = write_requests(source, 2000)
     seen = Recorder(scripted(problem(503), httpx.Response(202, json=ACCEPTED)))
     async with seen.client() as client:
-        accepted = await client.submit(source, name="n")
+        accepted = await client.submit_job(source, name="n")
     assert accepted.accepted == 2
     assert seen.bodies == [data, data]
     first, second = seen.requests
@@ -133,12 +133,17 @@ async def test_submit_from_an_async_iterable_is_sent_once() -> None:
         for n in range(3):
             yield {**REQUEST, "item_id": f"i{n}"}
 
-    seen = Recorder(scripted(problem(503)))
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":  # the client asks where the jobs are before a one-shot
+            return httpx.Response(200, json={"items": [], "next_cursor": None})
+        return problem(503)
+
+    seen = Recorder(handler)
     async with seen.client() as client:
         with pytest.raises(ServerError):
-            await client.submit(lines())
-    assert len(seen.requests) == 1
-    assert [json.loads(x)["item_id"] for x in seen.bodies[0].splitlines()] == ["i0", "i1", "i2"]
+            await client.submit_job(lines())
+    assert [r.method for r in seen.requests] == ["GET", "POST"]
+    assert [json.loads(x)["item_id"] for x in seen.bodies[1].splitlines()] == ["i0", "i1", "i2"]
 
 
 async def test_results_resume_after_a_broken_stream(tmp_path: Path) -> None:
@@ -200,13 +205,13 @@ async def test_wait_falls_back_to_polling_and_times_out() -> None:
     assert caught.value.last.done == 2
 
 
-async def test_wait_on_another_tenants_batch_is_not_found() -> None:
+async def test_wait_on_another_tenants_job_is_not_found() -> None:
     async with Recorder(lambda r: problem(404)).client() as client:
         with pytest.raises(NotFound):
             await client.wait("b_other")
 
 
-async def test_following_results_until_the_batch_has_ended() -> None:
+async def test_following_results_until_the_job_has_ended() -> None:
     lines = result_lines(0, 3)
     progress = [(1, "running"), (3, "cancelled")]
     state = {"done": 0}

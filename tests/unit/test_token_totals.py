@@ -12,8 +12,8 @@ def _line(line: int, prompt: int, completion: int, cached: int = 0) -> ItemResul
         line=line,
         metrics={"confidence_tone": MetricResult(status="valid", score=3, normalized=0.5)},
         provenance=Provenance(
-            evaluator="openai:judge-1",
-            evaluator_model="judge-1",
+            judge="openai:judge-1",
+            judge_model="judge-1",
             prompt_set="v1",
             prompt_sha256="0" * 64,
             schema_version="1.1",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from faithjudge.evaluators.lexicon import LexiconEvaluator
+from faithjudge.judges.lexicon import LexiconJudge
 from faithjudge.scoring.lexicon.text import sentences
 from faithjudge.scoring.lexicon.tone import tone_hits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-LEX = LexiconEvaluator()._lexicon
+LEX = LexiconJudge()._lexicon
 WORDS = ["not", "no", "likely", "probably", "definitely", "clearly", "effusion", "the", "angle"]
 
 

@@ -17,7 +17,7 @@ from faithjudge.reports.browser import RunFolder, compare_items, file_kind
 from faithjudge_client.lines import Failure, FlipResult, ItemResult, MetricResult, Provenance
 
 PROVENANCE = Provenance(
-    evaluator="replay:judge.jsonl",
+    judge="replay:judge.jsonl",
     prompt_set="v1",
     prompt_sha256="0" * 64,
     schema_version="1.1",

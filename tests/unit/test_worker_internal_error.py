@@ -13,8 +13,8 @@ from faithjudge.settings import Settings
 
 
 class _BrokenScorer:
-    caller = SimpleNamespace(evaluator=object(), cache=None)
-    evaluator_id = "lexicon:v1"
+    caller = SimpleNamespace(judge=object(), cache=None)
+    judge_id = "lexicon:v1"
 
     def items_at_once(self, concurrency: int) -> int:
         return 1

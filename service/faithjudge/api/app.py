@@ -1,8 +1,8 @@
 """The FastAPI app: ``create_app(settings)`` builds it; its lifespan opens everything it needs.
 
 On start-up the job store is opened and migrated, the scorer is built (``open_scorer``, the same
-as ``faithjudge score``) and, unless ``settings.workers`` is off, a batch worker starts and
-resumes any unfinished batch. Handlers stay thin: the work lives in ``faithjudge.jobs``.
+as ``faithjudge score``) and, unless ``settings.workers`` is off, a job worker starts and
+resumes any unfinished job. Handlers stay thin: the work lives in ``faithjudge.jobs``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from fastapi.staticfiles import StaticFiles
 
 from faithjudge import __version__
 from faithjudge.api.deps import AppState
-from faithjudge.api.info import describe_evaluator, knowledge_base_info
+from faithjudge.api.info import describe_judge, knowledge_base_info
 from faithjudge.api.keys import KeyRing
 from faithjudge.api.problems import install_handlers
 from faithjudge.api.prometheus import Metrics, MetricsMiddleware
@@ -53,9 +53,10 @@ Verified faithfulness scores ({metrics}) for the
 chain-of-thought explanations of medical vision-language models.
 
 * `POST /v1/score` scores one line synchronously.
-* `POST /v1/batches` uploads JSONL; every accepted line is stored before the answer; workers
+* `POST /v1/jobs` uploads JSONL (a job); every accepted line is stored before the answer; workers
   score them in the background. Follow with `/events` (SSE), download `/results` (NDJSON, in
-  line order) and `/report`.
+  line order) and `/report`. The same routes under `/v1/batches`, their name before a job was
+  called a job, are deprecated and answer the same.
 
 Authenticate with `Authorization: Bearer <API key>` (`faithjudge keys create --tenant T`).
 Errors are `application/problem+json`.
@@ -121,8 +122,8 @@ def create_app(settings: Settings) -> FastAPI:
                 scorer = next(iter(scorers.values()))
                 state.store, state.scorers = store, scorers
                 state.job_judges = {n: job_judge(n, s) for n, s in scorers.items()}
-                state.evaluator_infos = {
-                    n: describe_evaluator(s, settings).model_copy(update={"judge": n})
+                state.judge_infos = {
+                    n: describe_judge(s, settings).model_copy(update={"judge": n})
                     for n, s in scorers.items()
                 }
                 state.kb_info = knowledge_base_info(scorer)
@@ -131,7 +132,7 @@ def create_app(settings: Settings) -> FastAPI:
                         store,
                         scorers,
                         settings,
-                        on_result=lambda r: state.metrics.observe(r, source="batch"),
+                        on_result=lambda r: state.metrics.observe(r, source="job"),
                         judge_health=state.judge_health,
                     )
                     group.start_soon(state.worker.run)
@@ -144,7 +145,7 @@ def create_app(settings: Settings) -> FastAPI:
                     group.cancel_scope.cancel()
         finally:
             state.store = state.worker = state.canary = None
-            state.scorers, state.job_judges, state.evaluator_infos = {}, {}, {}
+            state.scorers, state.job_judges, state.judge_infos = {}, {}, {}
             await store.close()
 
     app = FastAPI(
@@ -163,7 +164,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(
         BodyLimitMiddleware,
         limit=settings.max_score_body_bytes,
-        exempt=(("POST", "/v1/batches"),),
+        exempt=(("POST", "/v1/jobs"), ("POST", "/v1/batches")),
     )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app

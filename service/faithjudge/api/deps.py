@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from faithjudge_client.bodies import (
-    BatchStatus,
-    EvaluatorInfo,
+    JobStatus,
+    JudgeInfo,
     KnowledgeBaseInfo,
     ModificationCatalogue,
     ProblemItem,
@@ -19,9 +19,9 @@ from faithjudge.api.info import modification_catalogue
 from faithjudge.api.keys import KeyRing, is_loopback
 from faithjudge.api.problems import HttpProblem
 from faithjudge.api.prometheus import Metrics
-from faithjudge.jobs.interface import BatchRow, JobJudge, JobStore
+from faithjudge.jobs.interface import JobJudge, JobRow, JobStore
 from faithjudge.jobs.judge_health import JudgeHealth
-from faithjudge.jobs.results import BatchRejections
+from faithjudge.jobs.results import JobRejections
 from faithjudge.jobs.worker import Worker
 from faithjudge.pipeline.scorer import Scorer
 from faithjudge.runners.canary import CanaryWatch
@@ -47,7 +47,7 @@ class AppState:
     """The judges the service offers, by name, the default first."""
     job_judges: dict[str, JobJudge] = field(default_factory=dict)
     """The same judges as a job records them."""
-    evaluator_infos: dict[str, EvaluatorInfo] = field(default_factory=dict)
+    judge_infos: dict[str, JudgeInfo] = field(default_factory=dict)
     canary: CanaryWatch | None = None
     """The judge canary's checks (None: ``FAITHJUDGE_CANARY_FILE`` unset)."""
 
@@ -62,7 +62,7 @@ class AppState:
                 waits[name] = outage.describe(name)
         return waits
 
-    def outage_detail(self, status: BatchStatus, judge_key: str | None) -> BatchStatus:
+    def outage_detail(self, status: JobStatus, judge_key: str | None) -> JobStatus:
         """``status`` saying that its job waits for its judge when that judge stopped
         answering (the job resumes by itself once the judge is back)."""
         if status.status not in ("queued", "running"):
@@ -156,21 +156,21 @@ JudgeName = Annotated[
     str | None,
     Query(
         max_length=200,
-        description="One of the judges GET /v1/config lists (default: the first); a batch "
+        description="One of the judges GET /v1/config lists (default: the first); a job "
         "keeps the judge it was uploaded under.",
     ),
 ]
-BatchId = Annotated[str, Path(description="Batch id from POST /v1/batches.", max_length=100)]
+JobId = Annotated[str, Path(description="Job id from POST /v1/jobs.", max_length=100)]
 
 
-def rejections_of(store: JobStore, row: BatchRow) -> BatchRejections:
+def rejections_of(store: JobStore, row: JobRow) -> JobRejections:
     """Every line the upload rejected, read a page at a time: the row lists the first ones,
     the store keeps them all."""
-    return BatchRejections.of(store, row)
+    return JobRejections.of(store, row)
 
 
-async def tenant_batch(store: JobStore, tenant: str, batch_id: str) -> BatchRow:
-    row = await store.get_batch(tenant, batch_id)
+async def tenant_job(store: JobStore, tenant: str, job_id: str) -> JobRow:
+    row = await store.get_job(tenant, job_id)
     if row is None or row.status == "ingesting":
-        raise HttpProblem(404, f"no batch {batch_id!r} for this tenant")
+        raise HttpProblem(404, f"no job {job_id!r} for this tenant")
     return row

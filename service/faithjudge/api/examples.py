@@ -42,7 +42,7 @@ EXAMPLE_RESULT: dict[str, Any] = {
         }
     },
     "provenance": {
-        "evaluator": "lexicon:v1",
+        "judge": "lexicon:v1",
         "prompt_set": "v2",
         "prompt_sha256": "5d41...",
         "schema_version": "1.1",
@@ -57,14 +57,14 @@ EXAMPLE_NDJSON = "\n".join(
 def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         401: "Missing or wrong API key.",
-        404: "No such batch for this tenant.",
+        404: "No such job for this tenant.",
         408: "The upload was too slow (upload_read_timeout_s, upload_min_bytes_per_s).",
         409: "Idempotency-Key reused with a different body; or, on /v1/score, a service "
         "that judges through the provider's Batch API.",
         413: "Body, line count or line too large.",
         415: "Unsupported content type.",
         422: "Invalid request.",
-        429: "Tenant limit of unfinished batches reached.",
+        429: "Tenant limit of unfinished jobs reached.",
         503: "Not ready; on /v1/score, also while the judge is down (with Retry-After).",
     }
     return {
@@ -79,7 +79,7 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
 SCORE_BODY_PROBLEM: dict[str, Any] = {
     "description": "The body is not a ScoreRequest: not JSON (not UTF-8, nested too deeply, "
     "cut short), a number that is not a JSON number (NaN, infinity, beyond a double's range) "
-    "or a field out of its contract. The detail and errors use the words a rejected batch line "
+    "or a field out of its contract. The detail and errors use the words a rejected job line "
     "gets.",
     "content": {
         PROBLEM_JSON: {
@@ -97,7 +97,7 @@ SCORE_BODY_PROBLEM: dict[str, Any] = {
     },
 }
 
-BATCH_BODY = {
+JOB_BODY = {
     "requestBody": {
         "required": True,
         "description": "ScoreRequest lines (JSONL), raw or as the 'file' field of a form.",

@@ -1,4 +1,4 @@
-"""The frozen configuration the service scores with: evaluator, prompt set, KB, catalogue."""
+"""The frozen configuration the service scores with: judge, prompt set, KB, catalogue."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import orjson
 from faithjudge_client.bodies import (
-    EvaluatorInfo,
+    JudgeInfo,
     KnowledgeBaseInfo,
     KnowledgeBaseQuestion,
     ModificationCatalogue,
@@ -19,17 +19,18 @@ from faithjudge.pipeline.scorer import Scorer
 from faithjudge.scoring.modifications import ALL_MODIFICATIONS
 from faithjudge.settings import Settings
 
-__all__ = ["describe_evaluator", "knowledge_base_info", "modification_catalogue"]
+__all__ = ["describe_judge", "knowledge_base_info", "modification_catalogue"]
 
 
-def describe_evaluator(scorer: Scorer, settings: Settings) -> EvaluatorInfo:
-    """The evaluator configuration; the settings hash is the one in every result's provenance."""
-    frozen = dict(scorer.evaluator_settings)
-    evaluator_id = scorer.evaluator_id
+def describe_judge(scorer: Scorer, settings: Settings) -> JudgeInfo:
+    """The judge configuration; the settings hash is the one in every result's provenance."""
+    frozen = dict(scorer.judge_settings)
+    judge_id = scorer.judge_id
     prompts, kb = scorer.prompts, scorer.knowledge_base
     frozen_json = orjson.loads(orjson.dumps(frozen, option=orjson.OPT_SORT_KEYS, default=str))
-    return EvaluatorInfo(
-        evaluator=evaluator_id,
+    return JudgeInfo(
+        judge=judge_id,
+        evaluator=judge_id,
         model=frozen.get("model") if isinstance(frozen.get("model"), str) else None,
         temperature=settings.temperature,
         seed=settings.seed,

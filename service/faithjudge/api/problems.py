@@ -21,11 +21,11 @@ from starlette.routing import Match
 
 from faithjudge.errors import ConfigError, FaithJudgeError, UserInputError
 from faithjudge.jobs.ingest import (
-    BatchLimitExceeded,
     BodyTooLarge,
     IdempotencyMismatch,
+    JobLimitExceeded,
     NothingAccepted,
-    TooManyActiveBatches,
+    TooManyActiveJobs,
 )
 from faithjudge.jobs.interface import StoreUnavailable
 from faithjudge.jsonl import describe_json_error, field_problems
@@ -33,9 +33,9 @@ from faithjudge.jsonl import describe_json_error, field_problems
 __all__ = ["HttpProblem", "install_handlers", "problem_response"]
 
 # Seconds a client should wait before retrying: while the job store is unreachable, and while
-# every batch slot of its tenant is taken.
+# every job slot of its tenant is taken.
 STORE_RETRY_AFTER = "5"
-BATCH_SLOT_RETRY_AFTER = "30"
+JOB_SLOT_RETRY_AFTER = "30"
 log = logging.getLogger("faithjudge.api")
 
 
@@ -82,8 +82,8 @@ def problem_response(
 
 _USER_ERROR_STATUS: tuple[tuple[type[UserInputError], int], ...] = (
     (BodyTooLarge, 413),
-    (BatchLimitExceeded, 413),
-    (TooManyActiveBatches, 429),
+    (JobLimitExceeded, 413),
+    (TooManyActiveJobs, 429),
     (IdempotencyMismatch, 409),
     (NothingAccepted, 422),
 )
@@ -93,7 +93,7 @@ def _validation_items(errors: Any, body: Any) -> list[ProblemItem]:
     errors = list(errors)
     if any(error.get("type") == "json_invalid" for error in errors):
         # the location of a decode error is a character offset, not a field: say what the
-        # CLI and a batch upload say of the same text
+        # CLI and a job upload say of the same text
         text = body if isinstance(body, str | bytes) else ""
         return [ProblemItem(reason=describe_json_error(text))]
     return [ProblemItem(field=f, reason=r) for f, r in field_problems(errors)[:50]]
@@ -136,7 +136,7 @@ def install_handlers(app: FastAPI) -> None:
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:
             # the router names the methods of the first route whose path matched; the path
-            # may have more (GET and DELETE on a batch)
+            # may have more (GET and DELETE on a job)
             headers["Allow"] = ", ".join(allowed_methods(request))
         return problem_response(request, exc.status_code, detail, headers=headers or None)
 
@@ -156,8 +156,8 @@ def install_handlers(app: FastAPI) -> None:
             ]
         elif exc.field:
             errors = [ProblemItem(field=exc.field, reason=str(exc))]
-        # a slot frees when one of the tenant's batches finishes: a hint of when to ask again
-        headers = {"Retry-After": BATCH_SLOT_RETRY_AFTER} if status == 429 else None
+        # a slot frees when one of the tenant's jobs finishes: a hint of when to ask again
+        headers = {"Retry-After": JOB_SLOT_RETRY_AFTER} if status == 429 else None
         return problem_response(request, status, str(exc), errors=errors, headers=headers)
 
     @app.exception_handler(StoreUnavailable)

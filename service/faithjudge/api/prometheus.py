@@ -33,20 +33,20 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
         self.grades = Counter(
-            "faithjudge_evaluator_grades_total",
+            "faithjudge_judge_grades_total",
             "Metric grades by metric and outcome (valid, abstained, or the failure stage).",
             ["metric", "outcome"],
             registry=self.registry,
         )
         self.cache = Counter(
-            "faithjudge_evaluator_cache_total",
-            "Evaluator answers by whether they came from the response cache.",
+            "faithjudge_judge_cache_total",
+            "Judge answers by whether they came from the response cache.",
             ["result"],
             registry=self.registry,
         )
         self.cache_ratio = Gauge(
-            "faithjudge_evaluator_cache_hit_ratio",
-            "Share of evaluator answers served from the cache since start.",
+            "faithjudge_judge_cache_hit_ratio",
+            "Share of judge answers served from the cache since start.",
             registry=self.registry,
         )
         self.tokens = Counter(
@@ -58,13 +58,13 @@ class Metrics:
         )
         self.lines = Counter(
             "faithjudge_lines_scored_total",
-            "Lines scored, by source (score endpoint or batch).",
+            "Lines scored, by source: score (the score endpoint) or job.",
             ["source"],
             registry=self.registry,
         )
         self.queue_depth = Gauge(
             "faithjudge_queue_depth",
-            "Lines waiting or in progress in queued and running batches.",
+            "Lines waiting or in progress in queued and running jobs.",
             registry=self.registry,
         )
         self._hits = 0

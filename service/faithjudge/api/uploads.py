@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faithjudge.api.problems import HttpProblem
 
-__all__ = ["BodyLimitMiddleware", "ReadDeadline", "batch_body"]
+__all__ = ["BodyLimitMiddleware", "ReadDeadline", "job_body"]
 
 _NDJSON_TYPES = frozenset({NDJSON, "application/jsonl", "application/jsonlines", "text/plain"})
 
@@ -106,7 +106,7 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
                 raise HttpProblem(
                     422,
                     "the multipart body has more than one 'file' field: "
-                    "upload one file per batch (or concatenate them)",
+                    "upload one file per job (or concatenate them)",
                 )
             state["is_file"] = True
             state["seen"] = True
@@ -146,10 +146,10 @@ async def _multipart_file(body: AsyncIterator[bytes], boundary: bytes) -> AsyncI
         raise HttpProblem(422, "the multipart body has no 'file' field")
 
 
-def batch_body(
+def job_body(
     request: Request, limit: int, *, deadline: ReadDeadline | None = None
 ) -> AsyncIterator[bytes]:
-    """The JSONL bytes of a batch upload, whatever its content type; 415 for others, 408 for
+    """The JSONL bytes of a job upload, whatever its content type; 415 for others, 408 for
     a body slower than ``deadline``."""
     content_type = request.headers.get("content-type", "")
     media, options = parse_options_header(content_type)
@@ -169,7 +169,7 @@ def batch_body(
 
 
 class BodyLimitMiddleware:
-    """Caps every request body except batch uploads (which apply their tenant's own limit)."""
+    """Caps every request body except job uploads (which apply their tenant's own limit)."""
 
     def __init__(self, app: ASGIApp, limit: int, exempt: tuple[tuple[str, str], ...]) -> None:
         self.app = app

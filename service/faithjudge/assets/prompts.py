@@ -1,4 +1,4 @@
-"""Evaluator prompt sets: loading, validation, hashing and rendering; the VLM inference prompt.
+"""Judge prompt sets: loading, validation, hashing and rendering; the VLM inference prompt.
 
 A prompt set is a folder with a ``manifest.json`` and, per metric, a system and a user template
 (``string.Template`` syntax, so JSON braces in the text need no escaping). Templates are read
@@ -82,7 +82,7 @@ class _MetricTemplates:
 
 @dataclass(frozen=True, slots=True)
 class PromptSet:
-    """A loaded, validated evaluator prompt set. Build it with ``load_prompt_set``."""
+    """A loaded, validated judge prompt set. Build it with ``load_prompt_set``."""
 
     id: str
     sha256: str

@@ -4,15 +4,15 @@ This is an I/O edge (it reads the schema files); pure grading receives a compile
 validator as an argument. Six files, one :data:`SCHEMA_VERSION`:
 
 ==============================  ==========================================================
-``clinical_fidelity``           evaluator output of the CF metric (METHODS §1.9)
-``causal_attribution``          evaluator output of the CA metric
-``confidence_tone``             evaluator output of the CT metric
+``clinical_fidelity``           judge output of the CF metric (METHODS §1.9)
+``causal_attribution``          judge output of the CA metric
+``confidence_tone``             judge output of the CT metric
 ``score_request``               a request line (``faithjudge_client.lines.ScoreRequest``)
 ``item_result``                 a result line (``faithjudge_client.lines.ItemResult``)
 ``knowledge_base``              a knowledge-base file; ``$defs/entry`` is one ``KBEntry``
 ==============================  ==========================================================
 
-The evaluator-output schemas are named by the metric catalogue
+The judge-output schemas are named by the metric catalogue
 (``faithjudge_client.metric_catalogue``);
 a metric registered at run time may bring its schema from its own folder.
 
@@ -172,7 +172,7 @@ def _check_metric(metric: str) -> str:
 
 
 def judge_output_schema(metric: Metric, *, strict_wire: bool = False) -> dict[str, Any]:
-    """The evaluator-output schema of ``metric`` (a fresh copy).
+    """The judge-output schema of ``metric`` (a fresh copy).
 
     With ``strict_wire=True`` the conditional rules (``if``/``then``/``allOf`` …), ``$schema``,
     ``$id`` and ``$comment`` are removed and ``prefixItems`` tuples become ``items`` arrays, so the
@@ -217,7 +217,7 @@ def _to_wire(node: Any) -> Any:
 
 
 def judge_output_validator(metric: Metric) -> Validator:
-    """Compiled validator of the full evaluator-output schema of ``metric`` (cached)."""
+    """Compiled validator of the full judge-output schema of ``metric`` (cached)."""
     return _validator(_check_metric(metric))
 
 

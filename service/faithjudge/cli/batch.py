@@ -1,4 +1,4 @@
-"""The batch route on the command line: ``score --evaluator openai-batch:MODEL`` and
+"""The batch route on the command line: ``score --judge openai-batch:MODEL`` and
 ``judge-requests export/import`` (bring your own engine).
 
 Exit codes are ``faithjudge.cli.common.ExitCode``'s. The batch machinery is imported when a command
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from faithjudge.cli.common import ExitCode, err, fail, settings_from
+from faithjudge.cli.common import ExitCode, err, fail, renamed_option, settings_from
 from faithjudge.errors import FaithJudgeError
 
 if TYPE_CHECKING:
@@ -34,10 +34,10 @@ judge_requests_app = typer.Typer(
 
 
 def is_batch_route(settings: Settings) -> bool:
-    """Whether the configured evaluator's backend is a Batch API route (the registry says)."""
-    from faithjudge.evaluators import is_batch_route as backend_is_batch_route
+    """Whether the configured judge's backend is a Batch API route (the registry says)."""
+    from faithjudge.judges import is_batch_route as backend_is_batch_route
 
-    return backend_is_batch_route(settings.evaluator)
+    return backend_is_batch_route(settings.judge)
 
 
 async def run_batch_phase(
@@ -169,15 +169,17 @@ def _offline(settings: Settings) -> Settings:
 def export(
     input_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="ScoreRequest lines.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch API request lines.")],
-    evaluator: Annotated[
+    judge: Annotated[
         str | None, typer.Option(help="openai:MODEL or openai-batch:MODEL (the model named).")
     ] = None,
+    evaluator: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --judge.")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where the cache lives.")] = None,
 ) -> None:
     """Write the judge requests of IN.jsonl not yet in the cache as Batch API lines.
 
     Nothing is sent: no API key is needed. Unreadable input lines are reported by line.
     """
+    judge = renamed_option(judge, evaluator, "--judge", "--evaluator")
     from faithjudge.event_loop import run_async
     from faithjudge.pipeline.runtime import open_scorer
     from faithjudge.provider_batch.request_files import export_requests
@@ -186,7 +188,7 @@ def export(
         err.print(f"[yellow]skipped[/yellow] {escape(reason)}", highlight=False)
 
     try:
-        settings = _offline(settings_from(evaluator=evaluator, data_dir=data_dir))
+        settings = _offline(settings_from(judge=judge, data_dir=data_dir))
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
 

@@ -16,8 +16,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from faithjudge.cli.common import ExitCode, check_outputs, err, exit_with, fail, settings_from
-from faithjudge.evaluators import evaluator_help
+from faithjudge.cli.common import (
+    ExitCode,
+    check_outputs,
+    err,
+    exit_with,
+    fail,
+    renamed_option,
+    settings_from,
+)
+from faithjudge.judges import judge_help
 
 if TYPE_CHECKING:
     from faithjudge.reports.canary import CanaryTable
@@ -38,19 +46,19 @@ def record_command(
         Path, typer.Argument(metavar="ITEMS.jsonl", help="Canary request lines (ScoreRequest).")
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="The pinned canary file.")],
-    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
+    judge: Annotated[str | None, typer.Option(help=judge_help())] = None,
+    evaluator: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --judge.")] = None,
     prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
     knowledge_base: Annotated[str | None, typer.Option(help="KB name or JSON file.")] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
-    ] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Judge calls in flight.")] = None,
 ) -> None:
     """Grade ITEMS with real calls (never from the response cache) and pin the grades, the
-    judge (evaluator, model, judge_sha256, system_fingerprint) and the time in OUTPUT.
+    judge (spec, model, judge_sha256, system_fingerprint) and the time in OUTPUT.
 
     Exit 0 pinned; 3 when the judge cannot be reached or left a grade unanswered (nothing is
     written), or ITEMS cannot be read.
     """
+    judge = renamed_option(judge, evaluator, "--judge", "--evaluator")
     from faithjudge.errors import FaithJudgeError
     from faithjudge.event_loop import run_async
     from faithjudge.runners.canary import record_canary, write_pinned
@@ -58,20 +66,20 @@ def record_command(
     try:
         check_outputs([items], [output])
         settings = settings_from(
-            evaluator=evaluator,
+            judge=judge,
             prompt_set=prompt_set,
             knowledge_base=knowledge_base,
             concurrency=concurrency,
         )
-        graded, judge, recorded_at = run_async(record_canary, settings, items)
-        write_pinned(output, graded, judge, recorded_at)
+        graded, pinned, recorded_at = run_async(record_canary, settings, items)
+        write_pinned(output, graded, pinned, recorded_at)
     except FaithJudgeError as exc:
         raise fail(exc) from None
     grades = sum(len(item.grades or {}) for item in graded)
-    prints = ", ".join(judge.fingerprints) or "none sent"
+    prints = ", ".join(pinned.fingerprints) or "none sent"
     err.print(
-        f"pinned {grades} grades of {len(graded)} items -> {output}\njudge: {judge.evaluator}"
-        f" (model {judge.model or 'not recorded'}, judge_sha256 {judge.judge_sha256}, "
+        f"pinned {grades} grades of {len(graded)} items -> {output}\njudge: {pinned.judge}"
+        f" (model {pinned.model or 'not recorded'}, judge_sha256 {pinned.judge_sha256}, "
         f"system_fingerprint {prints}) at {recorded_at}",
         highlight=False,
         markup=False,
@@ -88,10 +96,11 @@ def check_command(
             show_default=False,
         ),
     ] = None,
-    evaluator: Annotated[
+    judge: Annotated[
         str | None,
-        typer.Option(help="The judge to check (default: the pinned judge). " + evaluator_help()),
+        typer.Option(help="The judge to check (default: the pinned judge). " + judge_help()),
     ] = None,
+    evaluator: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --judge.")] = None,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -109,9 +118,7 @@ def check_command(
     ] = None,
     prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
     knowledge_base: Annotated[str | None, typer.Option(help="KB name or JSON file.")] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
-    ] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Judge calls in flight.")] = None,
     data_dir: Annotated[
         Path | None, typer.Option(help="Where the record of the last check is kept.")
     ] = None,
@@ -122,7 +129,7 @@ def check_command(
     """Grade the pinned items again (real calls, never from the response cache) and compare
     with the pinned grades: per item and metric the same outcome and a score within
     --score-tolerance points; at least --min-agreement % of the grades must agree. Judge
-    changes (evaluator, model, configuration, system_fingerprint) are reported.
+    changes (judge, model, configuration, system_fingerprint) are reported.
 
     The check is kept in the data dir (canary_checks.json, or [canary] record), where the
     gate, the reports and the service read when the canary last passed.
@@ -130,6 +137,7 @@ def check_command(
     Exit 0 the grades agree; 1 drift (each differing item, metric and grade named); 3 the
     judge cannot be reached or left grades unanswered, or bad input.
     """
+    judge = renamed_option(judge, evaluator, "--judge", "--evaluator")
     from faithjudge.errors import FaithJudgeError, UserInputError
     from faithjudge.event_loop import run_async
     from faithjudge.runners.canary import check_canary, check_json, read_pinned, save_check
@@ -147,11 +155,11 @@ def check_command(
             min_agreement=base.min_agreement if min_agreement is None else min_agreement,
         )
         canary = read_pinned(pinned)
-        settings = settings_from(evaluator=evaluator, prompt_set=prompt_set,
+        settings = settings_from(judge=judge, prompt_set=prompt_set,
                                  knowledge_base=knowledge_base, concurrency=concurrency,
                                  data_dir=data_dir)  # fmt: skip
-        if "evaluator" not in settings.model_fields_set:  # neither given nor in the environment
-            settings = settings.model_copy(update={"evaluator": canary.judge.evaluator})
+        if "judge" not in settings.model_fields_set:  # neither given nor in the environment
+            settings = settings.model_copy(update={"judge": canary.judge.judge})
         check = run_async(check_canary, settings, canary, tolerance)
         if check.verdict != "unreached":
             check = save_check(_records_file(settings, table), check)
@@ -161,7 +169,7 @@ def check_command(
         typer.echo(json.dumps(check_json(check), indent=2))
     _print(check)
     if check.verdict == "unreached":
-        exit_with(ExitCode.UNEVALUABLE, f"the judge {check.judge.evaluator} left "
+        exit_with(ExitCode.UNEVALUABLE, f"the judge {check.judge.judge} left "
                   f"{len(check.comparison.unanswered)} canary grade(s) unanswered: nothing to "
                   "compare; check again once it answers")  # fmt: skip
     if check.verdict == "drift":
@@ -174,8 +182,8 @@ def _print(check: CanaryCheck) -> None:
 
     comparison = check.comparison
     err.print(f"canary {escape(check.pinned_file)}: pinned {check.recorded_at} with "
-              f"{escape(check.pinned_judge.evaluator)}; checked {check.checked_at} with "
-              f"{escape(check.judge.evaluator)}", highlight=False)  # fmt: skip
+              f"{escape(check.pinned_judge.judge)}; checked {check.checked_at} with "
+              f"{escape(check.judge.judge)}", highlight=False)  # fmt: skip
     for change in check.pinned_judge.changes(check.judge):
         err.print(f"[yellow]judge changed:[/yellow] {escape(change)}", highlight=False)
     for pair in comparison.differing:

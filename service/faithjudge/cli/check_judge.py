@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from faithjudge.cli.common import ExitCode, err, exit_with, fail, settings_from
-from faithjudge.evaluators import evaluator_help
+from faithjudge.cli.common import ExitCode, err, exit_with, fail, renamed_option, settings_from
+from faithjudge.judges import judge_help
 
 if TYPE_CHECKING:
     from faithjudge.runners.judge_check import JudgeCheck
@@ -35,7 +35,8 @@ def check_judge_command(
             show_default=False,
         ),
     ] = None,
-    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
+    judge: Annotated[str | None, typer.Option(help=judge_help())] = None,
+    evaluator: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --judge.")] = None,
     prompt_set: Annotated[str | None, typer.Option(help="Prompt set name or folder.")] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the findings as JSON on stdout.")
@@ -50,12 +51,13 @@ def check_judge_command(
     match the schema or was cut off, or the longest prompt does not fit the server's context
     window; 3 when the check could not run or the judge is unreachable.
     """
+    judge = renamed_option(judge, evaluator, "--judge", "--evaluator")
     from faithjudge.errors import FaithJudgeError
     from faithjudge.event_loop import run_async
     from faithjudge.runners.judge_check import check_judge
 
     try:
-        settings = settings_from(evaluator=evaluator, prompt_set=prompt_set)
+        settings = settings_from(judge=judge, prompt_set=prompt_set)
         check = run_async(check_judge, settings, requests_file)
     except FaithJudgeError as exc:
         raise fail(exc) from None
@@ -71,7 +73,7 @@ def check_judge_command(
 def check_json(check: JudgeCheck) -> dict[str, Any]:
     """The findings as plain JSON data."""
     return {
-        "evaluator": check.evaluator,
+        "judge": check.judge,
         "base_url": check.base_url,
         "models": asdict(check.listing),
         "response_format": check.response_format,
@@ -98,7 +100,7 @@ def _print(check: JudgeCheck) -> None:
     from rich.table import Table
 
     where = f" at {check.base_url}" if check.base_url else ""
-    err.print(f"judge: {escape(check.evaluator)}{escape(where)}", highlight=False)
+    err.print(f"judge: {escape(check.judge)}{escape(where)}", highlight=False)
     err.print(f"models: {escape(check.listing.note)}", highlight=False)
     if check.n_ctx is not None:
         err.print(f"context window: {check.n_ctx:,} tokens", highlight=False)

@@ -23,6 +23,7 @@ __all__ = [
     "err",
     "exit_with",
     "fail",
+    "renamed_option",
     "settings_from",
 ]
 
@@ -75,6 +76,19 @@ def exit_with(code: ExitCode, message: object | None = None) -> NoReturn:
         else:
             raise fail(message, code)
     raise typer.Exit(int(code))
+
+
+def renamed_option(new: str | None, old: str | None, new_flag: str, old_flag: str) -> str | None:
+    """The value of ``new_flag``, or of ``old_flag``, its deprecated name (still accepted for
+    scripts written before the rename; one line on stderr says to move). Both at once is a
+    usage error naming both: which one was meant cannot be told."""
+    if old is None:
+        return new
+    if new is not None:
+        raise fail(f"{new_flag} and {old_flag} both given: {old_flag} is the deprecated name of "
+                   f"{new_flag}; pass {new_flag} alone")  # fmt: skip
+    err.print(f"warning: {old_flag} is deprecated: use {new_flag}", highlight=False, markup=False)
+    return old
 
 
 def settings_from(**overrides: Any) -> Any:

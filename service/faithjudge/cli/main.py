@@ -16,8 +16,16 @@ import typer
 
 from faithjudge import __version__
 from faithjudge.cli import batch as cli_batch
-from faithjudge.cli.common import ExitCode, UsageExits3, err, exit_with, fail, settings_from
-from faithjudge.evaluators import evaluator_help
+from faithjudge.cli.common import (
+    ExitCode,
+    UsageExits3,
+    err,
+    exit_with,
+    fail,
+    renamed_option,
+    settings_from,
+)
+from faithjudge.judges import judge_help
 
 if TYPE_CHECKING:
     from faithjudge.provider_batch.file_route import BatchReport
@@ -58,10 +66,9 @@ def score(
             "--output", "-o", help="Result lines (appended; resumable; or output in --config)."
         ),
     ] = None,
-    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
-    ] = None,
+    judge: Annotated[str | None, typer.Option(help=judge_help())] = None,
+    evaluator: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --judge.")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Judge calls in flight.")] = None,
     cache: Annotated[
         bool | None, typer.Option("--cache/--no-cache", help="Use the response cache.")
     ] = None,
@@ -92,7 +99,7 @@ def score(
         bool,
         typer.Option(
             "--judge-change",
-            help="Score into an output another judge graded (another evaluator, prompt set, "
+            help="Score into an output another judge graded (another judge, prompt set, "
             "KB or settings): its lines keep their grades, each line's provenance naming its "
             "judge. Without it such a run exits 3 naming both judges.",
         ),
@@ -111,12 +118,12 @@ def score(
     After fixing lines that came out as input errors, or once a judge that was down is back,
     --retry-failed scores those lines again and keeps every other result.
 
-    An output keeps its judge: a rerun that names no evaluator (no --evaluator,
-    FAITHJUDGE_EVALUATOR or evaluator in --config) scores with the judge of OUTPUT's lines.
+    An output keeps its judge: a rerun that names no judge (no --judge,
+    FAITHJUDGE_JUDGE or judge in --config) scores with the judge of OUTPUT's lines.
 
     Exit 0 when every line has a result and at least one grade is valid; 3 when the run could
     not start or the judge is unreachable; 4 when not one grade is valid (empty input, no
-    readable line, every evaluator call failed, every reply failed verification); 5 when stopped
+    readable line, every judge call failed, every reply failed verification); 5 when stopped
     early (what was written is kept).
 
     A judge server is set by FAITHJUDGE_* variables: FAITHJUDGE_TIMEOUT_S (60: the longest a
@@ -125,6 +132,7 @@ def score(
     FAITHJUDGE_RESPONSE_FORMAT (auto: json_schema, then json_object with the schema, then plain
     json_object, then none, as the server takes them; or one forced).
     """
+    judge = renamed_option(judge, evaluator, "--judge", "--evaluator")
     from faithjudge.errors import ConfigError, FaithJudgeError
     from faithjudge.event_loop import run_async
 
@@ -138,7 +146,7 @@ def score(
             table = load_score_config(config)
             input_path = input_path or table.input
             output = output or table.output
-            evaluator = evaluator or table.evaluator
+            judge = judge or table.judge
             concurrency = concurrency or table.concurrency
             cache = table.cache if cache is None else cache
             data_dir = data_dir or table.data_dir
@@ -148,11 +156,11 @@ def score(
             raise typer.BadParameter("IN.jsonl is required (or `input` in --config's [score])")
         if output is None:
             raise typer.BadParameter("--output is required (or `output` in --config's [score])")
-        if evaluator is None and not _evaluator_in_environment():
-            kept_judge = _output_evaluator(output)
-            evaluator = kept_judge
+        if judge is None and not _judge_in_environment():
+            kept_judge = _output_judge(output)
+            judge = kept_judge
         settings = settings_from(
-            evaluator=evaluator,
+            judge=judge,
             concurrency=concurrency,
             cache=cache,
             data_dir=data_dir,
@@ -162,9 +170,9 @@ def score(
         if not input_path.is_file():
             raise FaithJudgeError(f"input file not found: {input_path}")
         if cancel and not cli_batch.is_batch_route(settings):
-            raise FaithJudgeError("--cancel applies to the openai-batch:MODEL evaluator only")
+            raise FaithJudgeError("--cancel applies to the openai-batch:MODEL judge only")
         if (limit or sample) and cli_batch.is_batch_route(settings):
-            raise FaithJudgeError("--limit and --sample apply to live evaluators, not openai-batch")
+            raise FaithJudgeError("--limit and --sample apply to live judges, not openai-batch")
         lines = _selected_lines(input_path, limit, sample, seed)
         summary, batch, paid = run_async(
             _run_score, settings, input_path, output, progress, cancel, retry_failed, lines,
@@ -172,8 +180,8 @@ def score(
         )  # fmt: skip
     except FaithJudgeError as exc:
         if kept_judge is not None and isinstance(exc, ConfigError):  # it cannot be built here
-            err.print(f"(the evaluator {kept_judge} is the judge of {output}'s lines; pass "
-                      "--evaluator to choose another)", highlight=False, markup=False)  # fmt: skip
+            err.print(f"(the judge {kept_judge} is the judge of {output}'s lines; pass "
+                      "--judge to choose another)", highlight=False, markup=False)  # fmt: skip
         raise fail(exc) from None
     except KeyboardInterrupt:
         if cli_batch.is_batch_route(settings) and input_path is not None:
@@ -236,21 +244,22 @@ def score_exit_code(summary: ScoreFileSummary) -> tuple[ExitCode, str | None]:
     return ExitCode.OK, None
 
 
-def _evaluator_in_environment() -> bool:
-    """Whether FAITHJUDGE_EVALUATOR names an evaluator (read case-insensitively, as the
-    settings read it)."""
+def _judge_in_environment() -> bool:
+    """Whether FAITHJUDGE_JUDGE (or its deprecated name FAITHJUDGE_EVALUATOR) names a judge,
+    read case-insensitively, as the settings read it."""
     import os
 
-    return any(name.upper() == "FAITHJUDGE_EVALUATOR" for name in os.environ)
+    names = {"FAITHJUDGE_JUDGE", "FAITHJUDGE_EVALUATOR"}
+    return any(name.upper() in names for name in os.environ)
 
 
-def _output_evaluator(output: Path) -> str | None:
-    """The evaluator of the judge that graded ``output``'s lines, when it holds any: a rerun
-    that names no evaluator keeps it rather than falling back to the default judge."""
+def _output_judge(output: Path) -> str | None:
+    """The spec of the judge that graded ``output``'s lines, when it holds any: a rerun
+    that names no judge keeps it rather than falling back to the default judge."""
     from faithjudge.runners.file_runner import output_judge
 
     judge = output_judge(output) if output.is_file() else None
-    return judge.evaluator if judge is not None else None
+    return judge.judge if judge is not None else None
 
 
 def _retry_command(input_path: Path, output: Path, config: Path | None) -> str:
@@ -336,7 +345,7 @@ async def _run_score(
             outage = scorer.caller.outage
             if outage is not None and outage.outages:
                 err.print(
-                    f"the judge {scorer.evaluator_id} stopped answering {outage.outages} "
+                    f"the judge {scorer.judge_id} stopped answering {outage.outages} "
                     f"time(s) during the run; calls waited {outage.down_s:.1f} s in all for it "
                     "and were sent again (no grade was failed for it)",
                     highlight=False,

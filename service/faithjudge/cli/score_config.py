@@ -7,7 +7,7 @@ it gates together. Every key is optional; a command-line option overrides its ke
     [score]
     input = "cots.jsonl"          # IN.jsonl
     output = "results.jsonl"      # --output
-    evaluator = "lexicon:v1"
+    judge = "lexicon:v1"
     concurrency = 8
     prompt_set = "v2"             # a name, or a folder
     knowledge_base = "cxr_vqa"    # a name, or a JSON file
@@ -16,11 +16,13 @@ it gates together. Every key is optional; a command-line option overrides its ke
 
 Relative paths (``input``, ``output``, ``data_dir``, and a prompt set or knowledge base written
 as a path or found there) are read from the config file's folder, so the file means the same
-whatever the directory a command runs in. Other tables are left to the gate.
+whatever the directory a command runs in. Other tables are left to the gate. The key ``judge``
+was called ``evaluator`` before: that name is still read, with a warning.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -39,7 +41,7 @@ class ScoreConfig(BaseModel):
 
     input: Path | None = None
     output: Path | None = None
-    evaluator: str | None = Field(default=None, min_length=1)
+    judge: str | None = Field(default=None, min_length=1)
     concurrency: int | None = Field(default=None, ge=1, le=10_000)
     prompt_set: str | None = Field(default=None, min_length=1)
     knowledge_base: str | None = Field(default=None, min_length=1)
@@ -76,6 +78,15 @@ def load_score_config(path: Path) -> ScoreConfig:
         )
     if not isinstance(table, dict):
         raise UserInputError(f"{path}: [score] must be a table", field="config")
+    if "evaluator" in table:  # the key's name before the rename, still read
+        if "judge" in table:
+            raise UserInputError(
+                f"{path}: [score] has both judge and evaluator, the deprecated name of judge: "
+                "keep judge alone",
+                field="config",
+            )
+        print(f"warning: {path}: [score] evaluator is deprecated: name it judge", file=sys.stderr)
+        table = {("judge" if key == "evaluator" else key): value for key, value in table.items()}
     # before pydantic, whose "Extra inputs are not permitted" names no key it would take instead
     problem = unknown_keys("score", table, ScoreConfig.model_fields)
     if problem is not None:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from faithjudge.api.keys import is_loopback
-from faithjudge.cli.common import err, fail, settings_from
+from faithjudge.cli.common import err, fail, renamed_option, settings_from
 from faithjudge.errors import FaithJudgeError
-from faithjudge.evaluators import evaluator_help
+from faithjudge.judges import judge_help
 
 if TYPE_CHECKING:
     from faithjudge.settings import Settings
@@ -63,13 +63,17 @@ async def check_judges(settings: Settings) -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
-    evaluator: Annotated[str | None, typer.Option(help=evaluator_help())] = None,
-    evaluators: Annotated[
+    judge: Annotated[str | None, typer.Option(help=judge_help())] = None,
+    evaluator: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --judge.")] = None,
+    judges: Annotated[
         str | None,
         typer.Option(
             help="Offer several judges, comma-separated (lexicon:v1,openai:MODEL); the first "
             "is the default. Each job keeps the judge it was uploaded under."
         ),
+    ] = None,
+    evaluators: Annotated[
+        str | None, typer.Option(hidden=True, help="Deprecated: --judges.")
     ] = None,
     data_dir: Annotated[
         Path | None, typer.Option(help="Cache, SQLite job store and keys file.")
@@ -77,9 +81,7 @@ def serve(
     database_url: Annotated[
         str | None, typer.Option(help="postgresql+asyncpg://... (default: SQLite in data dir).")
     ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Evaluator calls in flight.")
-    ] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Judge calls in flight.")] = None,
     cache: Annotated[bool | None, typer.Option("--cache/--no-cache")] = None,
     workers: Annotated[
         bool | None, typer.Option("--workers/--no-workers", help="Score batches in this process.")
@@ -91,6 +93,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Run the REST service (OpenAPI docs at /docs)."""
+    judge = renamed_option(judge, evaluator, "--judge", "--evaluator")
+    judges = renamed_option(judges, evaluators, "--judges", "--evaluators")
     import uvicorn
 
     from faithjudge.api.app import create_app
@@ -101,9 +105,9 @@ def serve(
         settings = settings_from(
             host=host,
             port=port,
-            evaluator=evaluator,
-            # --evaluator alone means that judge alone, whatever FAITHJUDGE_EVALUATORS says
-            evaluators="" if evaluator is not None and evaluators is None else evaluators,
+            judge=judge,
+            # --judge alone means that judge alone, whatever FAITHJUDGE_JUDGES says
+            judges="" if judge is not None and judges is None else judges,
             data_dir=data_dir,
             database_url=database_url,
             concurrency=concurrency,

@@ -1,12 +1,12 @@
-"""``faithjudge submit``: send a JSONL file to a FaithJudge server as a batch, through the SDK.
+"""``faithjudge submit``: send a JSONL file to a FaithJudge server as a job, through the SDK.
 
 Registered on the main app by ``register(app)``. Exit codes are ``score``'s
-(``faithjudge.cli.common.ExitCode``): 0 the batch completed with at least one judged grade (rejected
+(``faithjudge.cli.common.ExitCode``): 0 the job completed with at least one judged grade (rejected
 lines are listed, as ``score`` lists input errors); 3 it could not run (missing file, server
-unreachable, wrong key) or the batch ended failed; 4 nothing was scored (an empty file, no line
+unreachable, wrong key) or the job ended failed; 4 nothing was scored (an empty file, no line
 accepted, not one grade judged); 5 stopped early (Ctrl-C or ``--timeout`` while waiting: the
-batch goes on on the server; or the batch was cancelled). With ``--no-wait`` the command ends
-once the batch is accepted. The batch id alone goes to stdout (``ID=$(faithjudge submit f
+job goes on on the server; or the job was cancelled). With ``--no-wait`` the command ends
+once the job is accepted. The job id alone goes to stdout (``ID=$(faithjudge submit f
 --no-wait)``); everything else goes to stderr.
 """
 
@@ -23,7 +23,7 @@ from faithjudge.cli.common import ExitCode, err, exit_with, fail
 from faithjudge.errors import FaithJudgeError
 
 if TYPE_CHECKING:
-    from faithjudge_client import BatchStatus, FaithJudgeClient, LineRejection
+    from faithjudge_client import FaithJudgeClient, JobStatus, LineRejection
     from faithjudge_client.bodies import ProblemItem
 
 __all__ = ["register", "submit_command"]
@@ -55,7 +55,7 @@ def submit_command(
         ),
     ] = None,
     wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the batch to finish.")
+        bool, typer.Option("--wait/--no-wait", help="Wait for the job to finish.")
     ] = True,
     output: Annotated[
         Path | None,
@@ -63,9 +63,9 @@ def submit_command(
     ] = None,
     report_html: Annotated[
         Path | None,
-        typer.Option("--report-html", help="Write the batch's HTML report here (needs --wait)."),
+        typer.Option("--report-html", help="Write the job's HTML report here (needs --wait)."),
     ] = None,
-    name: Annotated[str | None, typer.Option(help="A name for the batch.")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the job.")] = None,
     judge: Annotated[
         str | None,
         typer.Option(
@@ -78,7 +78,7 @@ def submit_command(
     ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
-    """Submit FILE.jsonl to a server as a batch, follow it, and fetch results and report."""
+    """Submit FILE.jsonl to a server as a job, follow it, and fetch results and report."""
     if not wait and (output is not None or report_html is not None):
         raise typer.BadParameter("--output and --report-html need --wait", param_hint="--no-wait")
     from faithjudge_client import FaithJudgeClient, ValidationFailed, WaitTimeout
@@ -98,11 +98,11 @@ def submit_command(
         _print_rejections(exc.errors, accepted=0)
         raise fail(exc.detail, _NOTHING) from None
     except WaitTimeout as exc:
-        raise fail(f"{exc} (the batch goes on on the server)", ExitCode.STOPPED) from None
+        raise fail(f"{exc} (the job goes on on the server)", ExitCode.STOPPED) from None
     except FaithJudgeError as exc:
         raise fail(exc) from None
     if final is not None:
-        code, why = batch_exit_code(final)
+        code, why = job_exit_code(final)
         if code != ExitCode.OK:
             exit_with(code, why)
 
@@ -115,22 +115,22 @@ def _has_a_line(path: Path) -> bool:
         return any(raw.strip() for raw in handle)
 
 
-def batch_exit_code(status: BatchStatus) -> tuple[ExitCode, str | None]:
-    """The exit code of a batch that ended, by the same rule as ``score``'s."""
+def job_exit_code(status: JobStatus) -> tuple[ExitCode, str | None]:
+    """The exit code of a job that ended, by the same rule as ``score``'s."""
     from faithjudge.scoring.outcomes import outcome_name, unjudged_reason
 
     if status.status == "cancelled":
-        return ExitCode.STOPPED, f"batch {status.id} was cancelled"
+        return ExitCode.STOPPED, f"job {status.id} was cancelled"
     if status.status != "completed":
         said = f": {status.detail}" if status.detail else ""
-        return ExitCode.UNEVALUABLE, f"batch {status.id} ended {status.status}{said}"
+        return ExitCode.UNEVALUABLE, f"job {status.id} ended {status.status}{said}"
     unjudged = unjudged_reason(status.counts, status.failure_stages)
     if unjudged is not None:
-        return _NOTHING, f"batch {status.id}: {unjudged}"
+        return _NOTHING, f"job {status.id}: {unjudged}"
     if not status.counts.get("valid"):  # judged, but every reply failed or abstained
         stages = sorted(status.failure_stages.items())
         listed = ", ".join(f"{outcome_name(stage)} {n}" for stage, n in stages if n)
-        return _NOTHING, f"batch {status.id}: not one grade is valid ({listed})"
+        return _NOTHING, f"job {status.id}: not one grade is valid ({listed})"
     return ExitCode.OK, None
 
 
@@ -144,13 +144,13 @@ def _submit(
     report_html: Path | None,
     timeout: float | None,
     show_progress: bool,
-) -> BatchStatus | None:
+) -> JobStatus | None:
     from faithjudge.progress import progress_bar
 
-    accepted = client.submit(input_path, name=name, judge=judge)
+    accepted = client.submit_job(input_path, name=name, judge=judge)
     judged_by = f" (judge {escape(accepted.judge)})" if accepted.judge else ""
     err.print(
-        f"batch [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
+        f"job [bold]{accepted.id}[/bold]: {accepted.accepted} lines accepted, "
         f"{accepted.rejected_total} rejected{judged_by}"
     )
     _print_rejections(accepted.rejected, accepted=accepted.accepted, total=accepted.rejected_total)
@@ -158,7 +158,7 @@ def _submit(
     if not wait:
         return None
     with progress_bar("scoring", console=err, show=show_progress) as bar:
-        task = bar.add_task("batch", total=accepted.accepted)
+        task = bar.add_task("job", total=accepted.accepted)
         try:
             final = client.wait(
                 accepted.id,
@@ -168,8 +168,8 @@ def _submit(
         except KeyboardInterrupt:
             exit_with(
                 ExitCode.STOPPED,
-                f"stopped waiting: batch {accepted.id} goes on on the server "
-                f"(DELETE /v1/batches/{accepted.id} cancels it)",
+                f"stopped waiting: job {accepted.id} goes on on the server "
+                f"(DELETE /v1/jobs/{accepted.id} cancels it)",
             )
     _print_status(final)
     if output is not None:
@@ -204,12 +204,12 @@ def _print_rejections(
         err.print(f"... and {total - shown} more rejected lines")
 
 
-def _print_status(status: BatchStatus) -> None:
+def _print_status(status: JobStatus) -> None:
     from rich.table import Table
 
     from faithjudge.scoring.outcomes import LINE_PROBLEMS, NOT_JUDGED, outcome_name
 
-    table = Table(title=f"batch {status.status}", show_header=True)
+    table = Table(title=f"job {status.status}", show_header=True)
     table.add_column("outcome")
     table.add_column("count", justify="right")
     table.add_row("lines accepted", str(status.total))

@@ -73,9 +73,9 @@ class ServiceBatches:
 
         url = self.client.base_url
         try:
-            page = self.client.list_batches(limit=BATCHES_LISTED)
+            page = self.client.jobs(limit=BATCHES_LISTED)
         except FaithJudgeError as exc:
-            return BatchListing(url, problem=f"could not list the batches of {url}: {exc}")
+            return BatchListing(url, problem=f"could not list the jobs of {url}: {exc}")
         batches = [
             BatchSummary(
                 id=b.id,
@@ -108,12 +108,12 @@ class ServiceBatches:
         with self._lock:
             if name not in self._fetched:
                 try:
-                    status = self.client.get_batch(batch_id)
+                    status = self.client.job(batch_id)
                 except NotFound:
                     raise KeyError(name) from None
                 written = self.client.download_results(batch_id, self.runs.folder / name)
                 if not written:
-                    raise FaithJudgeError(f"batch {batch_id} has no result yet ({status.status})")
+                    raise FaithJudgeError(f"job {batch_id} has no result yet ({status.status})")
                 if status.terminal:
                     self._fetched.add(name)
         # CoTs are looked for in the request files of the viewed folder, as for a file run
@@ -313,7 +313,7 @@ def view_command(
         typer.Option(
             "--service",
             metavar="URL",
-            help="Also list this FaithJudge server's batches, open and compare them.",
+            help="Also list this FaithJudge server's jobs, open and compare them.",
         ),
     ] = None,
     api_key: Annotated[

@@ -1,12 +1,12 @@
-"""Batch upload: split a streamed JSONL body into lines, validate each, persist the accepted.
+"""Job upload: split a streamed JSONL body into lines, validate each, persist the accepted.
 
 Memory stays bounded whatever the body size: lines are validated in chunks (off the event loop)
 and written to the store in chunks, rejected lines too; only the current partial line and the
 first rejections (those the 202 answer lists) are kept.
 A line is read by ``faithjudge.pipeline.request_lines.read_request``, as ``faithjudge score`` and
-``POST /v1/score`` read theirs, so a batch rejects exactly the lines ``faithjudge score`` would
+``POST /v1/score`` read theirs, so a job rejects exactly the lines ``faithjudge score`` would
 turn into ``input`` errors, with the same messages, and no line can fail the upload. The
-batch becomes visible to workers only once every accepted line is stored.
+job becomes visible to workers only once every accepted line is stored.
 """
 
 from __future__ import annotations
@@ -18,30 +18,30 @@ from datetime import UTC, datetime
 
 import anyio
 import orjson
-from faithjudge_client.bodies import BatchAccepted, LineRejection
+from faithjudge_client.bodies import JobAccepted, LineRejection
 from faithjudge_client.lines import ScoreRequest
 
 from faithjudge.errors import UserInputError
 from faithjudge.jobs.interface import (
-    ActiveBatchLimit,
-    BatchIntake,
-    BatchRow,
+    ActiveJobLimit,
     IdempotencyConflict,
+    JobIntake,
     JobJudge,
+    JobRow,
 )
 from faithjudge.pipeline.request_lines import read_request, readable_text
 
 __all__ = [
     "LISTED_REJECTIONS",
-    "BatchLimitExceeded",
     "BodyTooLarge",
     "IdempotencyMismatch",
     "IngestLimits",
+    "JobLimitExceeded",
     "NothingAccepted",
     "Submission",
-    "TooManyActiveBatches",
+    "TooManyActiveJobs",
     "accepted_of",
-    "submit_batch",
+    "submit_job",
 ]
 
 _CHUNK_LINES = 1000
@@ -55,19 +55,19 @@ class IngestLimits:
     max_body_bytes: int
     max_lines: int
     max_line_bytes: int
-    max_active_batches: int
+    max_active_jobs: int
 
 
 class BodyTooLarge(UserInputError):
     """The upload is larger than the tenant may send (HTTP 413)."""
 
 
-class BatchLimitExceeded(UserInputError):
-    """More lines than one batch may hold (HTTP 413)."""
+class JobLimitExceeded(UserInputError):
+    """More lines than one job may hold (HTTP 413)."""
 
 
-class TooManyActiveBatches(UserInputError):
-    """The tenant already has its maximum of unfinished batches (HTTP 429)."""
+class TooManyActiveJobs(UserInputError):
+    """The tenant already has its maximum of unfinished jobs (HTTP 429)."""
 
 
 class IdempotencyMismatch(UserInputError):
@@ -84,7 +84,7 @@ class NothingAccepted(UserInputError):
 
 @dataclass(slots=True)
 class Submission:
-    accepted: BatchAccepted
+    accepted: JobAccepted
     replayed: bool = False
     """True when the idempotency key matched an earlier upload of the same body."""
 
@@ -156,9 +156,9 @@ def _validate(lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes, LineReje
     return checked
 
 
-def accepted_of(row: BatchRow) -> BatchAccepted:
-    """The 202 answer of a stored batch (also what an idempotent replay returns)."""
-    return BatchAccepted(
+def accepted_of(row: JobRow) -> JobAccepted:
+    """The 202 answer of a stored job (also what an idempotent replay returns)."""
+    return JobAccepted(
         id=row.id,
         status="queued",
         accepted=row.total,
@@ -180,8 +180,8 @@ async def _digest_rest(chunks: AsyncIterator[bytes], limits: IngestLimits) -> st
     return digest.hexdigest()
 
 
-async def submit_batch(
-    store: BatchIntake,
+async def submit_job(
+    store: JobIntake,
     chunks: AsyncIterator[bytes],
     *,
     tenant: str,
@@ -190,7 +190,7 @@ async def submit_batch(
     limits: IngestLimits,
     judge: JobJudge | None = None,
 ) -> Submission:
-    """Validate and persist an uploaded batch, to be scored with ``judge`` only; raise the
+    """Validate and persist an uploaded job, to be scored with ``judge`` only; raise the
     errors above for the API to map."""
     if idempotency_key is not None:
         earlier = await store.find_by_idempotency_key(tenant, idempotency_key)
@@ -199,18 +199,18 @@ async def submit_batch(
     try:
         # the store counts the tenant's slots and takes one in one step: concurrent uploads
         # cannot both see the last free slot
-        row = await store.begin_batch(
+        row = await store.begin_job(
             tenant=tenant,
             name=name,
             idempotency_key=idempotency_key,
             judge=judge,
-            max_active=limits.max_active_batches,
+            max_active=limits.max_active_jobs,
         )
-    except ActiveBatchLimit:
-        raise TooManyActiveBatches(
-            f"this tenant already has {limits.max_active_batches} unfinished batches; wait for "
+    except ActiveJobLimit:
+        raise TooManyActiveJobs(
+            f"this tenant already has {limits.max_active_jobs} unfinished jobs; wait for "
             "one to finish or cancel one",
-            field="batches",
+            field="jobs",
         ) from None
     except IdempotencyConflict:
         earlier = await store.find_by_idempotency_key(tenant, idempotency_key or "")
@@ -221,12 +221,12 @@ async def submit_batch(
         return await _ingest(store, row, chunks, limits)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await store.discard_batch(row.id)
+            await store.discard_job(row.id)
         raise
 
 
 async def _replay(
-    earlier: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits, judge: JobJudge | None
+    earlier: JobRow, chunks: AsyncIterator[bytes], limits: IngestLimits, judge: JobJudge | None
 ) -> Submission:
     if earlier.status == "ingesting":
         raise IdempotencyMismatch(
@@ -245,7 +245,7 @@ async def _replay(
 
 
 async def _ingest(
-    store: BatchIntake, row: BatchRow, chunks: AsyncIterator[bytes], limits: IngestLimits
+    store: JobIntake, row: JobRow, chunks: AsyncIterator[bytes], limits: IngestLimits
 ) -> Submission:
     digest = hashlib.sha256()
     splitter = _Lines(max_line_bytes=limits.max_line_bytes)
@@ -285,9 +285,7 @@ async def _ingest(
         pending.extend(lines)
         counted = seq + rejected + len(pending) + len(splitter.too_long)
         if counted > limits.max_lines:
-            raise BatchLimitExceeded(
-                f"a batch may hold at most {limits.max_lines} lines", field="body"
-            )
+            raise JobLimitExceeded(f"a job may hold at most {limits.max_lines} lines", field="body")
 
     async for chunk in chunks:
         size += len(chunk)

@@ -2,7 +2,7 @@
 
 The dataclasses are the rows a store speaks in, the constants its states and the exceptions its
 errors; nothing here knows SQL. ``JobStore`` is the union of the roles the domain uses, each a
-protocol of its own: ``BatchIntake`` (an upload), ``BatchReader`` (status, results, control),
+protocol of its own: ``JobIntake`` (an upload), ``JobReader`` (status, results, control),
 ``LineQueue`` (the workers' leases), ``ProviderPhaseStore`` (the batch route's phase and a
 ``ProviderLedger`` per job) and ``AnswerStore`` (judge answers every replica reads); a module
 that needs one role asks for that role only.
@@ -15,7 +15,7 @@ this module imports no store) and ``open_job_store(url)`` looks the scheme up: `
 passes the contract suite (``tests/integration/test_job_store_contract.py``, which runs on every
 registered store); it claims its schemes in code with ``register_job_store``, or from a package
 of its own through the ``faithjudge.job_stores`` entry-point group (``SCHEME =
-package.module:StoreClass``, one entry point per scheme), like evaluator backends and metrics.
+package.module:StoreClass``, one entry point per scheme), like judge backends and metrics.
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ __all__ = [
     "PHASE_UNDERWAY_PREFIX",
     "RECENT_S",
     "WAITING_PREFIX",
-    "ActiveBatchLimit",
+    "ActiveJobLimit",
     "AnswerStore",
-    "BatchIntake",
-    "BatchReader",
-    "BatchRow",
     "ClaimedLine",
     "DoneLine",
     "IdempotencyConflict",
+    "JobIntake",
     "JobJudge",
+    "JobReader",
+    "JobRow",
     "JobStore",
     "JobStoreClass",
     "KeptAnswer",
@@ -66,7 +66,7 @@ __all__ = [
     "ProviderLedger",
     "ProviderPhaseStore",
     "StoreUnavailable",
-    "new_batch_id",
+    "new_job_id",
     "open_job_store",
     "register_job_store",
     "store_schemes",
@@ -92,7 +92,7 @@ OCCUPYING_STATES = ("ingesting", "queued", "running")
 """Batch states that hold one of the tenant's slots (an upload holds one already)."""
 
 
-def new_batch_id() -> str:
+def new_job_id() -> str:
     """A fresh batch id (``b_`` and 32 hex digits), unique across processes and stores."""
     return f"b_{uuid.uuid4().hex}"
 
@@ -105,12 +105,12 @@ class IdempotencyConflict(Exception):
     """Another batch of this tenant already holds the idempotency key."""
 
 
-class ActiveBatchLimit(Exception):
+class ActiveJobLimit(Exception):
     """The tenant already has its maximum of batches uploading, queued or running."""
 
 
 @dataclass(frozen=True, slots=True)
-class BatchRow:
+class JobRow:
     id: str
     tenant: str
     name: str | None
@@ -137,14 +137,14 @@ class JobJudge:
     """A judge as a job records it: the name it is picked by and its whole configuration.
 
     A worker scores a job only with a judge of the same ``key`` (the hash of ``config``), so a
-    service restarted with another evaluator, prompt set, knowledge base or scoring settings
+    service restarted with another judge, prompt set, knowledge base or scoring settings
     never finishes a job with them.
     """
 
     name: str
     key: str
     config: str
-    """JSON: the evaluator, its frozen settings' hash, prompt set, KB and scoring settings."""
+    """JSON: the judge, its frozen settings' hash, prompt set, KB and scoring settings."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +245,10 @@ class ProviderLedger(Ledger, Protocol):
         ...
 
 
-class BatchIntake(Protocol):
+class JobIntake(Protocol):
     """An upload: a batch is invisible to workers until ``finish_ingest``."""
 
-    async def begin_batch(
+    async def begin_job(
         self,
         *,
         tenant: str,
@@ -256,8 +256,8 @@ class BatchIntake(Protocol):
         idempotency_key: str | None,
         judge: JobJudge | None = None,
         max_active: int | None = None,
-    ) -> BatchRow:
-        """A new batch in state ``ingesting``. With ``max_active``, raises ``ActiveBatchLimit``
+    ) -> JobRow:
+        """A new batch in state ``ingesting``. With ``max_active``, raises ``ActiveJobLimit``
         when the tenant already occupies that many slots: the count and the insert are one
         atomic step, so concurrent uploads never exceed it."""
         ...
@@ -275,37 +275,37 @@ class BatchIntake(Protocol):
         rejections: list[dict[str, Any]],
         body_sha256: str,
         rejected: int | None = None,
-    ) -> BatchRow:
+    ) -> JobRow:
         """Queue the batch; its row keeps ``rejections`` (the first ones when ``rejected``, the
         count of them all, is larger)."""
         ...
 
-    async def discard_batch(self, batch_id: str) -> None: ...
-    async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None: ...
+    async def discard_job(self, batch_id: str) -> None: ...
+    async def find_by_idempotency_key(self, tenant: str, key: str) -> JobRow | None: ...
     async def count_occupying(self, tenant: str) -> int: ...
 
 
-class BatchReader(Protocol):
+class JobReader(Protocol):
     """What the API reads and changes of a tenant's batches."""
 
-    async def get_batch(self, tenant: str, batch_id: str) -> BatchRow | None: ...
+    async def get_job(self, tenant: str, batch_id: str) -> JobRow | None: ...
     async def line_counts(self, batch_id: str) -> LineCounts: ...
-    async def list_batches(
+    async def list_jobs(
         self, tenant: str, *, limit: int, before: tuple[float, str] | None
-    ) -> list[BatchRow]: ...
+    ) -> list[JobRow]: ...
     async def results_page(
         self, batch_id: str, *, start: int, limit: int, with_line: bool = False
     ) -> list[Any]: ...
     async def line_number(self, batch_id: str, seq: int) -> int: ...
     async def queue_depth(self) -> int: ...
-    async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None: ...
+    async def cancel(self, tenant: str, batch_id: str) -> JobRow | None: ...
     async def retry_transport_failures(
         self, tenant: str, batch_id: str, *, max_active: int | None = None
     ) -> int | None:
         """Queue again the lines of a completed batch whose result holds a ``transport``
         failure, and the batch with them: how many, or None when the batch is not completed
         (it is still scored, was cancelled or failed). The other lines keep their results.
-        With ``max_active``, raises ``ActiveBatchLimit`` (and queues nothing) when lines would
+        With ``max_active``, raises ``ActiveJobLimit`` (and queues nothing) when lines would
         be queued while the tenant already occupies that many slots."""
         ...
 
@@ -325,7 +325,7 @@ class LineQueue(Protocol):
     """The workers' side: lines leased, renewed, released and completed."""
 
     async def recover(self) -> None: ...
-    async def active_batch_ids(
+    async def active_job_ids(
         self,
         limit: int = 32,
         *,
@@ -338,7 +338,7 @@ class LineQueue(Protocol):
         its jobs wait for the provider phase (then ``provider_done`` is not used)."""
         ...
 
-    async def waiting_batches(self, judges: Collection[str], *, limit: int = 32) -> list[BatchRow]:
+    async def waiting_jobs(self, judges: Collection[str], *, limit: int = 32) -> list[JobRow]:
         """Active jobs of a judge not in ``judges`` that no process is working on now."""
         ...
 
@@ -383,7 +383,7 @@ class ProviderPhaseStore(Protocol):
     async def end_provider_phase(
         self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
     ) -> None: ...
-    async def fail_batch(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+    async def fail_job(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
         """End an active job as ``failed``; with ``owner``, only while that process holds its
         provider phase (a process whose lease ran out must not fail a job another took over)."""
         ...
@@ -427,7 +427,7 @@ class AnswerStore(Protocol):
         ...
 
 
-class JobStore(BatchIntake, BatchReader, LineQueue, ProviderPhaseStore, AnswerStore, Protocol):
+class JobStore(JobIntake, JobReader, LineQueue, ProviderPhaseStore, AnswerStore, Protocol):
     """Durable batches of request lines, leased to workers and answered once each: every role."""
 
     embedded: bool

@@ -1,9 +1,9 @@
 """The judges of a service as jobs record them, and why a job waits for another one.
 
 A job is stored with the judge it was uploaded under (``JobJudge``): its name and the hash of
-everything that decides a grade (the evaluator and its frozen settings, the prompt set, the
+everything that decides a grade (the judge and its frozen settings, the prompt set, the
 knowledge base, the scoring settings). A worker scores a job only with a judge of the same hash,
-so a service restarted with another evaluator or configuration leaves the job waiting, its
+so a service restarted with another judge or configuration leaves the job waiting, its
 status saying for what, until a process that offers that judge takes it up.
 """
 
@@ -15,15 +15,16 @@ from typing import Any
 
 import orjson
 
-from faithjudge.jobs.interface import WAITING_PREFIX, BatchRow, JobJudge
+from faithjudge.jobs.interface import WAITING_PREFIX, JobJudge, JobRow
 from faithjudge.pipeline.scorer import Scorer, canonical_json
 
-__all__ = ["job_evaluator", "job_judge", "waiting_detail"]
+__all__ = ["job_judge", "job_judge_spec", "waiting_detail"]
 
-# what each part of a configuration is called in a waiting job's status
+# what each part of a configuration is called in a waiting job's status; the keys are the
+# scorer's ``judge_config`` ones, older than the word "judge" and kept: they are hashed
 _PARTS = {
-    "evaluator": "evaluator",
-    "evaluator_settings_sha256": "evaluator settings",
+    "evaluator": "judge",
+    "evaluator_settings_sha256": "judge settings",
     "prompt_set": "prompt set",
     "prompt_sha256": "prompts",
     "kb_id": "knowledge base",
@@ -40,14 +41,14 @@ def job_judge(name: str, scorer: Scorer) -> JobJudge:
     return JobJudge(name=name, key=hashlib.sha256(text).hexdigest(), config=text.decode())
 
 
-def job_evaluator(row: BatchRow) -> str | None:
-    """The evaluator spec of the judge ``row`` was uploaded under (None: a job stored before
+def job_judge_spec(row: JobRow) -> str | None:
+    """The spec of the judge ``row`` was uploaded under (None: a job stored before
     judges were recorded)."""
-    evaluator = _config(row.judge_config).get("evaluator")
-    return evaluator if isinstance(evaluator, str) else None
+    judge = _config(row.judge_config).get("evaluator")
+    return judge if isinstance(judge, str) else None
 
 
-def waiting_detail(row: BatchRow, offered: Sequence[JobJudge]) -> str:
+def waiting_detail(row: JobRow, offered: Sequence[JobJudge]) -> str:
     """Why ``row`` waits: the judge it needs and what this service offers instead."""
     names = ", ".join(judge.name for judge in offered) or "no judge"
     wanted = row.judge or "(unnamed)"

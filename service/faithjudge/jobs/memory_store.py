@@ -46,19 +46,19 @@ from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     RECENT_S,
     WAITING_PREFIX,
-    ActiveBatchLimit,
-    BatchRow,
+    ActiveJobLimit,
     ClaimedLine,
     DoneLine,
     IdempotencyConflict,
     JobJudge,
+    JobRow,
     JobStore,
     KeptAnswer,
     LedgerTotals,
     LineCounts,
     ProviderLedger,
     StoreUnavailable,
-    new_batch_id,
+    new_job_id,
 )
 from faithjudge.jobs.provider_ledger import ROWS_PER_WRITE, JobPartWriter, Render
 from faithjudge.provider_batch.ledger import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
@@ -131,7 +131,7 @@ class _Tally:
 
 @dataclass(slots=True)
 class _Job:
-    row: BatchRow
+    row: JobRow
     provider_done_at: float | None = None
     provider_owner: str | None = None
     provider_lease_until: float | None = None
@@ -356,7 +356,7 @@ class MemoryJobStore:
 
     # ------------------------------------------------------------------ ingest
 
-    async def begin_batch(
+    async def begin_job(
         self,
         *,
         tenant: str,
@@ -364,18 +364,18 @@ class MemoryJobStore:
         idempotency_key: str | None,
         judge: JobJudge | None = None,
         max_active: int | None = None,
-    ) -> BatchRow:
+    ) -> JobRow:
         now = time.time()
         with self._locked() as data:
             if max_active is not None and data.occupying(tenant) >= max_active:
-                raise ActiveBatchLimit(tenant)
+                raise ActiveJobLimit(tenant)
             if idempotency_key is not None and any(
                 job.row.tenant == tenant and job.row.idempotency_key == idempotency_key
                 for job in data.jobs.values()
             ):
                 raise IdempotencyConflict(idempotency_key)
-            row = BatchRow(
-                id=new_batch_id(),
+            row = JobRow(
+                id=new_job_id(),
                 tenant=tenant,
                 name=name,
                 status="ingesting",
@@ -431,7 +431,7 @@ class MemoryJobStore:
         rejections: list[dict[str, Any]],
         body_sha256: str,
         rejected: int | None = None,
-    ) -> BatchRow:
+    ) -> JobRow:
         now = time.time()
         with self._locked() as data:
             job = self._job(data, batch_id)
@@ -451,11 +451,11 @@ class MemoryJobStore:
             )
             return job.row
 
-    async def discard_batch(self, batch_id: str) -> None:
+    async def discard_job(self, batch_id: str) -> None:
         with self._locked() as data:
             data.drop_job(batch_id)
 
-    async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None:
+    async def find_by_idempotency_key(self, tenant: str, key: str) -> JobRow | None:
         with self._locked() as data:
             for job in data.jobs.values():
                 if job.row.tenant == tenant and job.row.idempotency_key == key:
@@ -468,7 +468,7 @@ class MemoryJobStore:
 
     # ------------------------------------------------------------------ reading
 
-    async def get_batch(self, tenant: str, batch_id: str) -> BatchRow | None:
+    async def get_job(self, tenant: str, batch_id: str) -> JobRow | None:
         with self._locked() as data:
             job = data.jobs.get(batch_id)
             return job.row if job is not None and job.row.tenant == tenant else None
@@ -478,9 +478,9 @@ class MemoryJobStore:
             job = data.jobs.get(batch_id)
             return (job.tally if job is not None else _Tally()).counts(time.time())
 
-    async def list_batches(
+    async def list_jobs(
         self, tenant: str, *, limit: int, before: tuple[float, str] | None
-    ) -> list[BatchRow]:
+    ) -> list[JobRow]:
         with self._locked() as data:
             rows = [
                 job.row
@@ -524,7 +524,7 @@ class MemoryJobStore:
                 if line.state != DONE
             )
 
-    async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None:
+    async def cancel(self, tenant: str, batch_id: str) -> JobRow | None:
         now = time.time()
         with self._locked() as data:
             job = data.jobs.get(batch_id)
@@ -555,7 +555,7 @@ class MemoryJobStore:
             if not failed:
                 return 0
             if max_active is not None and data.occupying(tenant) >= max_active:
-                raise ActiveBatchLimit(tenant)
+                raise ActiveJobLimit(tenant)
             for line in failed:
                 data.unlease(job, line)
                 line.state, line.owner, line.lease_until = PENDING, None, None
@@ -610,7 +610,7 @@ class MemoryJobStore:
                         data.free(job, line)
                 job.provider_owner = job.provider_lease_until = None
 
-    async def active_batch_ids(
+    async def active_job_ids(
         self,
         limit: int = 32,
         *,
@@ -630,7 +630,7 @@ class MemoryJobStore:
             found = _oldest_first(job for job in data.jobs.values() if wanted(job))
         return [job.row.id for job in found[:limit]]
 
-    async def waiting_batches(self, judges: Collection[str], *, limit: int = 32) -> list[BatchRow]:
+    async def waiting_jobs(self, judges: Collection[str], *, limit: int = 32) -> list[JobRow]:
         now = time.time()
         with self._locked() as data:
             found = _oldest_first(
@@ -802,7 +802,7 @@ class MemoryJobStore:
                 job.provider_done_at = now
             job.set(detail=detail, updated_at=now)
 
-    async def fail_batch(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+    async def fail_job(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
         now = time.time()
         with self._locked() as data:
             job = data.jobs.get(batch_id)

@@ -4,7 +4,7 @@ Before any line of a job is scored, one process (under a renewed lease in the jo
 every judge request of its unscored lines exactly as ``faithjudge score`` would, records in the
 job's ledger those it has no answer for, and drives them through the provider's Batch API with
 the same ``BatchRunner`` as the CLI. Then the job's lines are released to the ordinary workers,
-which read every answer from the ledger (``OpenAIBatchEvaluator.bind``), so a line is verified
+which read every answer from the ledger (``OpenAIBatchJudge.bind``), so a line is verified
 and stored as on the live route; a request that failed for good is its ``transport`` failure.
 
 A process that dies mid-phase leaves a lease that runs out; the next one resumes the same
@@ -29,8 +29,6 @@ from contextvars import ContextVar
 import anyio
 from faithjudge_client.lines import ScoreRequest
 
-from faithjudge.evaluators import is_batch_route as backend_is_batch_route
-from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     JobStore,
@@ -40,10 +38,12 @@ from faithjudge.jobs.interface import (
     StoreUnavailable,
 )
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
+from faithjudge.judges import is_batch_route as backend_is_batch_route
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.pipeline.request_lines import parse_line
 from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.collect import CollectStats, keyed_requests
-from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
+from faithjudge.provider_batch.judge import OpenAIBatchJudge
 from faithjudge.provider_batch.route import batch_runner
 from faithjudge.provider_batch.runner import BatchProgress, BatchRunner
 from faithjudge.provider_batch.wire import request_line
@@ -89,7 +89,7 @@ def phase_cost(settings: Settings, totals: LedgerTotals) -> float | None:
 def is_batch_route(scorer: Scorer) -> bool:
     """Whether the scorer's judge goes through a provider phase: the registry says whether its
     backend (its id's part before ``:``) is a Batch API route."""
-    return backend_is_batch_route(scorer.evaluator_id)
+    return backend_is_batch_route(scorer.judge_id)
 
 
 def describe_progress(report: BatchProgress) -> str:
@@ -165,12 +165,12 @@ class ProviderPhase:
     ) -> None:
         """``on_provider`` hears each phase's end: its error, or None once one went through
         (readiness names a provider that fails)."""
-        evaluator = scorer.caller.evaluator
-        if not isinstance(evaluator, OpenAIBatchEvaluator):
-            raise TypeError("the provider phase needs an openai-batch:MODEL evaluator")
+        judge = scorer.caller.judge
+        if not isinstance(judge, OpenAIBatchJudge):
+            raise TypeError("the provider phase needs an openai-batch:MODEL judge")
         self._store = store
         self._scorer = scorer
-        self._evaluator = evaluator
+        self._judge = judge
         self._settings = settings
         self._owner = owner
         self._on_done = on_done
@@ -240,7 +240,7 @@ class ProviderPhase:
             self._failures.pop(batch_id, None)
             # a failed job's provider batches are cancelled by the cancel loop
             await until_store_answers(
-                lambda: self._store.fail_batch(
+                lambda: self._store.fail_job(
                     batch_id, f"{why} (gave up after {tries} tries)", owner=self._owner
                 ),
                 what="recording a failed provider phase",
@@ -395,7 +395,7 @@ class ProviderPhase:
                 requests = made[line] = dict(self._requests_of(line, raw))
             request = requests.get(key)
             if request is not None:
-                out.append((key, request_line(key, self._evaluator.request_body(request))))
+                out.append((key, request_line(key, self._judge.request_body(request))))
         return out
 
     async def _stage(self, batch_id: str, ledger: ProviderLedger, runner: BatchRunner) -> None:
@@ -403,7 +403,7 @@ class ProviderPhase:
         known = await ledger.keys()
         writer = runner.writer()
         stats = CollectStats()
-        body_of = self._evaluator.request_body
+        body_of = self._judge.request_body
         after = -1
         try:
             while page := await self._store.unscored_requests(batch_id, after=after, limit=_PAGE):

@@ -21,11 +21,11 @@ import orjson
 from faithjudge_client.bodies import LineRejection
 from faithjudge_client.lines import ItemResult
 
-from faithjudge.jobs.interface import DONE, BatchReader, BatchRow
+from faithjudge.jobs.interface import DONE, JobReader, JobRow
 from faithjudge.pipeline.request_lines import input_error_result
 from faithjudge.reports.limits import LISTED_PROBLEMS
 
-__all__ = ["BatchRejections", "rejection_result", "render_report", "result_lines"]
+__all__ = ["JobRejections", "rejection_result", "render_report", "result_lines"]
 
 _PAGE = 500
 _REJECTIONS_PAGE = 1000
@@ -42,18 +42,18 @@ def rejection_result(rejection: LineRejection) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchRejections:
+class JobRejections:
     """A batch's rejected lines, read a page at a time: from the store, or from the batch row
     where it lists them all (a batch uploaded before the store kept them apart has no others).
     """
 
-    store: BatchReader
+    store: JobReader
     batch_id: str
     total: int
     listed: Sequence[LineRejection] | None = None
 
     @classmethod
-    def of(cls, store: BatchReader, row: BatchRow) -> BatchRejections:
+    def of(cls, store: JobReader, row: JobRow) -> JobRejections:
         listed = orjson.loads(row.rejections)
         if row.rejected_count > len(listed):
             return cls(store, row.id, row.rejected_count)
@@ -82,7 +82,7 @@ class BatchRejections:
 class _Pending:
     """The rejections still to merge, fetched a page at a time as the merge reaches them."""
 
-    def __init__(self, rejections: BatchRejections, after: int, skip: int) -> None:
+    def __init__(self, rejections: JobRejections, after: int, skip: int) -> None:
         self._rejections, self._after, self._skip = rejections, after, skip
         self._buffer: deque[LineRejection] = deque()
         self._exhausted = False
@@ -124,7 +124,7 @@ class _Tally:
 
 
 async def _resume_point(
-    store: BatchReader, batch_id: str, start: int, total: int, rejections: BatchRejections
+    store: JobReader, batch_id: str, start: int, total: int, rejections: JobRejections
 ) -> tuple[int, int, int]:
     """Where stream position ``start`` falls: the first accepted seq at or after it, and where
     the rejections resume (those numbered above a line, how many of them to pass over).
@@ -156,9 +156,9 @@ async def _resume_point(
 
 
 async def _merged(
-    store: BatchReader,
+    store: JobReader,
     batch_id: str,
-    rejections: BatchRejections,
+    rejections: JobRejections,
     *,
     start: int,
     contiguous: bool,
@@ -203,13 +203,13 @@ async def _merged(
 
 
 async def result_lines(
-    store: BatchReader,
+    store: JobReader,
     batch_id: str,
     *,
     start: int,
     contiguous: bool,
     total: int = 0,
-    rejections: BatchRejections | None = None,
+    rejections: JobRejections | None = None,
 ) -> AsyncIterator[bytes]:
     """Result lines from stream position ``start`` in input order, a page of them at a time.
 
@@ -219,14 +219,14 @@ async def result_lines(
     never misses a line; otherwise lines without a result (a cancelled batch) are skipped. Each
     page is read in its own short transaction, so a slow client holds no connection.
     """
-    rejections = rejections or BatchRejections(store, batch_id, 0)
+    rejections = rejections or JobRejections(store, batch_id, 0)
     pages = _merged(store, batch_id, rejections, start=start, contiguous=contiguous, total=total)
     async for chunk in pages:
         yield b"".join(chunk)
 
 
 def _results_in_thread(
-    store: BatchReader, batch_id: str, rejections: BatchRejections, tally: _Tally
+    store: JobReader, batch_id: str, rejections: JobRejections, tally: _Tally
 ) -> Iterator[ItemResult]:
     """Every result so far, the rejected lines ``tally`` keeps as rows included, read page by
     page from a worker thread."""
@@ -244,13 +244,13 @@ def _results_in_thread(
 
 
 async def render_report(
-    store: BatchReader,
+    store: JobReader,
     batch_id: str,
     *,
     fmt: Literal["json", "md", "html"],
     bootstrap: int,
     seed: int,
-    rejections: BatchRejections | None = None,
+    rejections: JobRejections | None = None,
 ) -> str:
     """The report of ``faithjudge.reports`` over the lines done so far (built off the event
     loop)."""
@@ -262,7 +262,7 @@ async def render_report(
     from faithjudge.reports.report import CountedInputErrors, build_report, report_json
     from faithjudge.reports.table import item_table
 
-    every_rejection = rejections or BatchRejections(store, batch_id, 0)
+    every_rejection = rejections or JobRejections(store, batch_id, 0)
 
     def build() -> str:
         # the HTML lists the first rows only: their quotes are all the table needs to keep

@@ -1,4 +1,4 @@
-"""A batch's status (counts, progress, ETA, tokens and their price) from its row and the
+"""A job's status (counts, progress, ETA, tokens and their price) from its row and the
 aggregate over its lines."""
 
 from __future__ import annotations
@@ -6,31 +6,31 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from faithjudge_client.bodies import TERMINAL_STATES, BatchStatus, BatchTokens
+from faithjudge_client.bodies import TERMINAL_STATES, JobStatus, JobTokens
 
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators import is_batch_route
 from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     RECENT_S,
-    BatchReader,
-    BatchRow,
+    JobReader,
+    JobRow,
     LineCounts,
 )
-from faithjudge.jobs.judges import job_evaluator
+from faithjudge.jobs.judges import job_judge_spec
+from faithjudge.judges import is_batch_route
 from faithjudge.scoring.outcomes import unjudged_reason
 from faithjudge.settings import Settings
 from faithjudge.transport.base import Usage
 
-__all__ = ["batch_status", "build_status"]
+__all__ = ["build_status", "job_status"]
 
 
-def _eta(row: BatchRow, counts: LineCounts, pending: int, now: float) -> float | None:
+def _eta(row: JobRow, counts: LineCounts, pending: int, now: float) -> float | None:
     if row.status in TERMINAL_STATES:
         return None
     if pending == 0:
         return 0.0
-    # recent throughput when the batch has run long enough; else the average since it started
+    # recent throughput when the job has run long enough; else the average since it started
     rate = 0.0
     if counts.first_done_at is not None and now - counts.first_done_at >= RECENT_S:
         rate = counts.recent_done / RECENT_S
@@ -40,18 +40,18 @@ def _eta(row: BatchRow, counts: LineCounts, pending: int, now: float) -> float |
 
 
 def build_status(
-    row: BatchRow,
+    row: JobRow,
     counts: LineCounts,
     *,
     now: float | None = None,
     settings: Settings | None = None,
-) -> BatchStatus:
+) -> JobStatus:
     """The status of ``row``; with ``settings``, its tokens priced at their prices."""
     now = time.time() if now is None else now
     pending = 0 if row.status in TERMINAL_STATES else max(row.total - counts.done, 0)
     statuses = _not_judged_apart(counts)
     statuses["error"] = counts.errors
-    return BatchStatus(
+    return JobStatus(
         id=row.id,
         name=row.name,
         status=row.status,  # type: ignore[arg-type]
@@ -68,7 +68,7 @@ def build_status(
         cancelled=max(row.total - counts.done, 0) if row.status == "cancelled" else 0,
         detail=_current(row) or _unjudged(row, counts),
         judge=row.judge,
-        tokens=BatchTokens(
+        tokens=JobTokens(
             prompt=counts.tokens.prompt_tokens,
             completion=counts.tokens.completion_tokens,
             cached=counts.tokens.cached_tokens,
@@ -77,7 +77,7 @@ def build_status(
     )
 
 
-def _cost(settings: Settings, row: BatchRow, tokens: Usage) -> float | None:
+def _cost(settings: Settings, row: JobRow, tokens: Usage) -> float | None:
     """The price of the lines' tokens as ``faithjudge score`` prices a run's (cached input at
     its own price), at the Batch API's discount for a job of the batch route, whose lines were
     scored with the answers of its provider batches. The ledger's totals in ``detail`` count
@@ -91,12 +91,12 @@ def _cost(settings: Settings, row: BatchRow, tokens: Usage) -> float | None:
     return None if cost is None else round(cost, 6)
 
 
-def _on_batch_route(row: BatchRow) -> bool:
-    evaluator = job_evaluator(row)
-    if evaluator is None:
+def _on_batch_route(row: JobRow) -> bool:
+    judge = job_judge_spec(row)
+    if judge is None:
         return False
     try:
-        return is_batch_route(evaluator)
+        return is_batch_route(judge)
     except ConfigError:  # a plugin backend this process cannot load: it scores none of its jobs
         return False
 
@@ -118,7 +118,7 @@ def _not_judged_apart(counts: LineCounts) -> dict[str, int]:
     return statuses
 
 
-def _current(row: BatchRow) -> str | None:
+def _current(row: JobRow) -> str | None:
     """The row's detail, unless it is the progress of a provider phase the job outlived: a
     cancelled job whose last word was "batches 5 validating" says it was cancelled instead."""
     detail = row.detail
@@ -134,8 +134,8 @@ def _current(row: BatchRow) -> str | None:
     return detail
 
 
-def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:
-    """A completed batch whose every grade failed before the judge (a dead judge URL, a KB
+def _unjudged(row: JobRow, counts: LineCounts) -> str | None:
+    """A completed job whose every grade failed before the judge (a dead judge URL, a KB
     without its questions) says so: its status alone would read as a success."""
     if row.status != "completed":
         return None
@@ -143,8 +143,6 @@ def _unjudged(row: BatchRow, counts: LineCounts) -> str | None:
     return None if why is None else f"completed, but {why}"
 
 
-async def batch_status(
-    store: BatchReader, row: BatchRow, settings: Settings | None = None
-) -> BatchStatus:
+async def job_status(store: JobReader, row: JobRow, settings: Settings | None = None) -> JobStatus:
     """``row``'s status from its lines' aggregate; with ``settings``, its tokens priced."""
     return build_status(row, await store.line_counts(row.id), settings=settings)

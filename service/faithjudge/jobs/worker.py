@@ -2,7 +2,7 @@
 
 One worker per process drives the same ``Scorer`` as ``faithjudge score``: up to
 ``settings.concurrency`` lines are scored at once (one for a judge in the process; their
-evaluator calls share the scorer's limiter), claims are topped up before the scorers run dry,
+judge calls share the scorer's limiter), claims are topped up before the scorers run dry,
 and results are committed every ``commit_every`` lines or ``commit_interval_s`` seconds,
 whichever comes first. Leases are renewed while lines are held, so only the lines of a process
 that died are taken over. The judge's answers reach the response cache, and in the service the
@@ -17,7 +17,7 @@ offer is left queued, its status saying which judge it waits for.
 
 On the batch route (``openai-batch:MODEL``) a job's lines are claimed only once its provider
 phase (``faithjudge.jobs.provider_phase``) has sent its judge requests through the Batch API and
-recorded the answers in the store, where the evaluator reads them.
+recorded the answers in the store, where the judge reads them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from faithjudge.jobs.provider_phase import JobAnswers, ProviderPhase, is_batch_r
 from faithjudge.jobs.store_errors import cause_of, store_error_in, until_store_answers
 from faithjudge.pipeline.request_lines import parse_line
 from faithjudge.pipeline.scorer import Scorer
-from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
+from faithjudge.provider_batch.judge import OpenAIBatchJudge
 from faithjudge.settings import Settings
 from faithjudge.transport.base import Usage
 from faithjudge.transport.resilience import call_scope
@@ -106,7 +106,7 @@ class Worker:
         self.scorers: dict[str, Scorer] = (
             dict(scorer)
             if isinstance(scorer, Mapping)
-            else {(settings.judges or ("default",))[0]: scorer}
+            else {(settings.offered_judges or ("default",))[0]: scorer}
         )
         self.owner = f"w_{uuid.uuid4().hex[:24]}"
         self._settings = settings
@@ -139,10 +139,10 @@ class Worker:
         self._after_phase: set[str] = set()
         for name, judge_scorer in self.scorers.items():
             if is_batch_route(judge_scorer):
-                evaluator = judge_scorer.caller.evaluator
-                assert isinstance(evaluator, OpenAIBatchEvaluator)
+                judge = judge_scorer.caller.judge
+                assert isinstance(judge, OpenAIBatchJudge)
                 # answers are read for the job being scored, and a store outage is waited out
-                evaluator.bind(JobAnswers(store, failing=self.failing))
+                judge.bind(JobAnswers(store, failing=self.failing))
                 self._after_phase.add(name)
                 phase_store: Any = _JudgeStore(store, functools.partial(self._keys_of, name))
                 self._phases.append(
@@ -225,7 +225,7 @@ class Worker:
                     continue
                 claimed: list[ClaimedLine] = []
                 try:
-                    batch_ids = await self.store.active_batch_ids(
+                    batch_ids = await self.store.active_job_ids(
                         judges={
                             key: name in self._after_phase
                             for name in self.scorers
@@ -327,7 +327,7 @@ class Worker:
         offered = self.judges
         while True:
             try:
-                for row in await self.store.waiting_batches(list(self._judges)):
+                for row in await self.store.waiting_jobs(list(self._judges)):
                     await self.store.note_waiting(row.id, waiting_detail(row, offered))
             except StoreUnavailable as exc:
                 log.warning("noting waiting jobs: %s", exc)

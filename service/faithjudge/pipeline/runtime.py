@@ -1,4 +1,4 @@
-"""Assemble a ready ``Scorer`` from ``Settings``: evaluator, cache, limiter, assets.
+"""Assemble a ready ``Scorer`` from ``Settings``: judge, cache, limiter, assets.
 
 This is the one place where settings turn into objects, shared by the CLI and (later) the app.
 """
@@ -16,7 +16,7 @@ from faithjudge_client.retry import RetryPolicy
 from faithjudge.assets.knowledge import load_knowledge_base
 from faithjudge.assets.prompts import load_prompt_set
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators import evaluator_forms, make_evaluator
+from faithjudge.judges import judge_forms, make_judge
 from faithjudge.pipeline.scorer import Scorer, ScoringParams
 from faithjudge.private_files import private_dir
 from faithjudge.scoring.metrics import CalibrationParams
@@ -36,37 +36,37 @@ FAIL_FAST_AFTER = 3
 
 @asynccontextmanager
 async def open_scorer(settings: Settings, *, fail_fast: bool = False) -> AsyncIterator[Scorer]:
-    """Build the scorer for ``settings`` and close its evaluator and cache on exit.
+    """Build the scorer for ``settings`` and close its judge and cache on exit.
 
     ``fail_fast`` (a one-off run, not the service) stops at the first few calls when the judge
     cannot be reached at all, raising ``JudgeUnreachable`` with the cause.
     """
-    if not settings.evaluator:
+    if not settings.judge:
         raise ConfigError(
-            f"no evaluator configured: pass --evaluator ({', '.join(evaluator_forms())}) "
-            "or set FAITHJUDGE_EVALUATOR"
+            f"no judge configured: pass --judge ({', '.join(judge_forms())}) "
+            "or set FAITHJUDGE_JUDGE"
         )
-    async with _open_scorers(settings, (settings.evaluator,), fail_fast=fail_fast) as scorers:
-        yield scorers[settings.evaluator]
+    async with _open_scorers(settings, (settings.judge,), fail_fast=fail_fast) as scorers:
+        yield scorers[settings.judge]
 
 
 @asynccontextmanager
 async def open_scorers(
     settings: Settings, *, make_cache: CacheFactory | None = None
 ) -> AsyncIterator[dict[str, Scorer]]:
-    """One scorer per judge the service offers (``settings.judges``, the default first), by
-    judge name; they share the response cache, each has its own evaluator and limiter.
+    """One scorer per judge the service offers (``settings.offered_judges``, the default first), by
+    judge name; they share the response cache, each has its own judge and limiter.
 
     ``make_cache`` builds that cache from its file's path when the cache is on (the service
     passes one that keeps answers in its job store too); by default a plain ``ResponseCache``.
     """
-    if not settings.judges:
+    if not settings.offered_judges:
         raise ConfigError(
-            f"no evaluator configured: set FAITHJUDGE_EVALUATORS or FAITHJUDGE_EVALUATOR "
-            f"({', '.join(evaluator_forms())})"
+            f"no judge configured: set FAITHJUDGE_JUDGES or FAITHJUDGE_JUDGE "
+            f"({', '.join(judge_forms())})"
         )
     async with _open_scorers(
-        settings, settings.judges, fail_fast=False, make_cache=make_cache or ResponseCache
+        settings, settings.offered_judges, fail_fast=False, make_cache=make_cache or ResponseCache
     ) as scorers:
         yield scorers
 
@@ -79,11 +79,11 @@ async def _open_scorers(
     fail_fast: bool,
     make_cache: CacheFactory = ResponseCache,
 ) -> AsyncIterator[dict[str, Scorer]]:
-    evaluators = []
+    judges = []
     cache = None
     try:
         for spec in specs:
-            evaluators.append(make_evaluator(spec, settings=settings))
+            judges.append(make_judge(spec, settings=settings))
         if settings.cache:
             private_dir(settings.data_dir)
             cache = make_cache(settings.cache_path)
@@ -95,9 +95,9 @@ async def _open_scorers(
             min_ordinal_flip_grades=settings.min_ordinal_flip_grades,
         )
         scorers: dict[str, Scorer] = {}
-        for spec, evaluator in zip(specs, evaluators, strict=True):
+        for spec, judge in zip(specs, judges, strict=True):
             caller = JudgeCaller(
-                evaluator,
+                judge,
                 limiter=anyio.CapacityLimiter(settings.concurrency),
                 policy=RetryPolicy(max_retries=settings.max_retries, base=settings.retry_base_s),
                 cache=cache,
@@ -127,5 +127,5 @@ async def _open_scorers(
     finally:
         if cache is not None:
             cache.close()
-        for evaluator in evaluators:
-            await evaluator.aclose()
+        for judge in judges:
+            await judge.aclose()

@@ -1,8 +1,8 @@
 """Score one item: resolve its inputs, grade the metrics concurrently, verify every grade.
 
-The ``Scorer`` holds what is frozen for a run (evaluator, prompt set, knowledge base, schema
+The ``Scorer`` holds what is frozen for a run (judge, prompt set, knowledge base, schema
 validators, parameters). ``Scorer.score`` never raises for a problem of the item itself: a bad
-modification code, a missing KB entry or an evaluator that keeps failing all end up in the
+modification code, a missing KB entry or a judge that keeps failing all end up in the
 returned ``ItemResult`` with their failure stage, so no accepted item is lost.
 """
 
@@ -36,8 +36,8 @@ from faithjudge import __version__
 from faithjudge.assets.knowledge import KnowledgeBase, entry_for_answer
 from faithjudge.assets.prompts import PromptSet
 from faithjudge.assets.schemas import SCHEMA_VERSION, judge_output_schema, judge_output_validator
-from faithjudge.errors import EvaluatorError, UserInputError
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.errors import JudgeError, UserInputError
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.pipeline.request_lines import input_error_result
 from faithjudge.scoring.answers import (
     QuestionSpec,
@@ -82,7 +82,7 @@ class _Prepared:
 
 
 class Scorer:
-    """Scores ScoreRequests with one frozen evaluator configuration."""
+    """Scores ScoreRequests with one frozen judge configuration."""
 
     def __init__(
         self,
@@ -93,21 +93,23 @@ class Scorer:
         params: ScoringParams | None = None,
     ) -> None:
         self._caller = caller
-        self._evaluator = caller.evaluator
+        self._judge = caller.judge
         self._prompts = prompts
-        # an offline evaluator grades from ``inputs`` alone: rendering its prompt would be waste
-        self._reads_prompt = getattr(caller.evaluator, "reads_prompt", True)
+        # an offline judge grades from ``inputs`` alone: rendering its prompt would be waste
+        self._reads_prompt = getattr(caller.judge, "reads_prompt", True)
         self._kb = knowledge_base
         self._params = params or ScoringParams()
         self._validators = {m: judge_output_validator(m) for m in metric_names()}
         self._schemas = {m: judge_output_schema(m, strict_wire=True) for m in metric_names()}
         self._settings_sha256 = hashlib.sha256(
-            orjson.dumps(dict(self._evaluator.settings()), option=orjson.OPT_SORT_KEYS)
+            orjson.dumps(dict(self._judge.settings()), option=orjson.OPT_SORT_KEYS)
         ).hexdigest()
         kb = knowledge_base
         calibration = self._params.calibration
+        # hashed into judge_sha256 (and a stored job's judge key): the first two keys keep
+        # their older names, so outputs and jobs made before still match the same judge
         self._judge_config: dict[str, Any] = {
-            "evaluator": self._evaluator.id,
+            "evaluator": self._judge.id,
             "evaluator_settings_sha256": self._settings_sha256,
             "prompt_set": prompts.id,
             "prompt_sha256": prompts.sha256,
@@ -139,17 +141,17 @@ class Scorer:
         return self._paid
 
     @property
-    def evaluator_id(self) -> str:
-        return self._evaluator.id
+    def judge_id(self) -> str:
+        return self._judge.id
 
     @property
-    def evaluator_settings(self) -> Mapping[str, Any]:
-        """The evaluator's frozen settings, as hashed into every result's provenance."""
-        return self._evaluator.settings()
+    def judge_settings(self) -> Mapping[str, Any]:
+        """The judge's frozen settings, as hashed into every result's provenance."""
+        return self._judge.settings()
 
     @property
     def judge_config(self) -> Mapping[str, Any]:
-        """Everything that decides a grade: the evaluator and the hash of its settings, the
+        """Everything that decides a grade: the judge and the hash of its settings, the
         prompt set, the knowledge base and the scoring settings. A service job keeps its judge
         by it (with the judge's name); every result carries its hash (``judge_sha256``)."""
         return self._judge_config
@@ -310,10 +312,10 @@ class Scorer:
         judge_request = self._judge_request(metric, request, prepared)
         # the format the request is keyed in now: a cached answer was asked in it, whoever
         # stored it (an answer from the Batch API route carries no format of its own)
-        asked_in = getattr(self._evaluator, "response_format", None)
+        asked_in = getattr(self._judge, "response_format", None)
         try:
             response = await self._caller.call(judge_request)
-        except EvaluatorError as exc:
+        except JudgeError as exc:
             failure = Failure(stage="transport", detail=str(exc)[:500])
             return MetricResult(status="invalid", failure=failure, attempts=exc.attempts), None
         if response.response_format is None and isinstance(asked_in, str):
@@ -330,7 +332,7 @@ class Scorer:
             result = _apply_caps(result, prepared.kb_criteria, request.context)
         update: dict[str, Any] = {"attempts": response.attempts, "cache_hit": response.cached}
         if response.finish_reason == CONTEXT_FULL and result.failure is not None:
-            window = getattr(self._evaluator, "context_size", None)
+            window = getattr(self._judge, "context_size", None)
             detail = f"{result.failure.detail}; {context_cut_note(window)}"
             update["failure"] = Failure(stage=result.failure.stage, detail=detail)
         elif response.finish_reason == "length" and result.failure is not None:
@@ -342,7 +344,7 @@ class Scorer:
     def _cut_at_limit(self, detail: str) -> str:
         """``detail`` of a reply the server stopped at the token limit, saying so and how to
         give the judge more room."""
-        limit = self._evaluator.settings().get("max_tokens")
+        limit = self._judge.settings().get("max_tokens")
         at = f" ({limit} tokens)" if isinstance(limit, int) else ""
         return (
             f"{detail}; the reply hit the token limit{at} (finish_reason: length): raise "
@@ -350,7 +352,7 @@ class Scorer:
         )
 
     def judge_requests(self, request: ScoreRequest) -> list[JudgeRequest]:
-        """The evaluator calls ``score`` would make for ``request``, without making them.
+        """The judge calls ``score`` would make for ``request``, without making them.
 
         An item whose inputs do not resolve, and a KB-graded metric without KB criteria, make no
         call.
@@ -408,10 +410,10 @@ class Scorer:
             if not response.cached:
                 self._paid += response.usage
         return Provenance(
-            evaluator=self._evaluator.id,
-            route=getattr(self._evaluator, "route", "live"),
-            evaluator_model=",".join(sorted(models)) or None,
-            evaluator_settings_sha256=self._settings_sha256,
+            judge=self._judge.id,
+            route=getattr(self._judge, "route", "live"),
+            judge_model=",".join(sorted(models)) or None,
+            judge_settings_sha256=self._settings_sha256,
             judge_sha256=self._judge_sha256,
             fingerprint=",".join(sorted(fingerprints)) or None,
             response_format=",".join(sorted(formats)) or None,

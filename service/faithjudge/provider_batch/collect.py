@@ -15,8 +15,8 @@ from typing import Any
 
 from faithjudge_client.lines import ScoreRequest
 
-from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.jsonl import numbered_lines
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.pipeline.request_lines import parse_line
 from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.wire import request_line
@@ -64,10 +64,10 @@ def keyed_requests(
     scorer: Scorer, requests: Iterable[ScoreRequest]
 ) -> Iterator[tuple[str, JudgeRequest]]:
     """(cache key, judge request) of every cacheable judge request of ``requests``."""
-    evaluator = scorer.caller.evaluator
+    judge = scorer.caller.judge
     for item in requests:
         for request in scorer.judge_requests(item):
-            material = evaluator.cache_key_material(request)
+            material = judge.cache_key_material(request)
             if material is not None:
                 yield cache_key(material), request
 

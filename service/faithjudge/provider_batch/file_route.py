@@ -1,11 +1,11 @@
 """The ``openai-batch:MODEL`` route: judge a whole input through the provider's Batch API.
 
 Two phases. The first reads the input once (streamed), builds every judge request exactly as
-the live route would (``Scorer.judge_requests``, ``OpenAIEvaluator.request_body``), keeps those
+the live route would (``Scorer.judge_requests``, ``OpenAIJudge.request_body``), keeps those
 not already answered (in the response cache) or already in a batch (in the ledger), stages them
 into part files and drives them through ``BatchRunner``. The second is an ordinary scoring
 run: every answer is read from the cache and verified there, so results equal the live route's;
-a request that failed for good comes back from ``OpenAIBatchEvaluator`` as a
+a request that failed for good comes back from ``OpenAIBatchJudge`` as a
 ``transport`` failure, and no chat-completion call is ever made.
 
 A failure for good belongs to the run that met it, a run being its output file: a plain rerun
@@ -27,7 +27,7 @@ from typing import Any
 
 from faithjudge.pipeline.scorer import Scorer
 from faithjudge.provider_batch.collect import CollectStats, collect_requests, read_requests
-from faithjudge.provider_batch.route import batch_evaluator, batch_runner
+from faithjudge.provider_batch.route import batch_judge, batch_runner
 from faithjudge.provider_batch.runner import ProgressFn
 from faithjudge.settings import Settings
 
@@ -85,15 +85,15 @@ async def run_batches(
     The run is ``output``'s (a new one of its own when None): a request that failed for good
     in another run is asked again, one that failed in this run only with ``retry_failed``.
     """
-    evaluator = batch_evaluator(scorer, needs_cache=True)
-    runner = batch_runner(scorer, settings, evaluator.ledger, limits)
+    judge = batch_judge(scorer, needs_cache=True)
+    runner = batch_runner(scorer, settings, judge.ledger, limits)
     report = BatchReport()
     if cancel:
         report.cancelled = await runner.cancel()
         return report
     cache = scorer.caller.cache
     assert cache is not None
-    ledger = evaluator.ledger
+    ledger = judge.ledger
     ledger.begin_run(run_of(output))
     writer = runner.writer()
     stats = CollectStats()
@@ -114,7 +114,7 @@ async def run_batches(
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         for key, line in collect_requests(
-            scorer, evaluator.request_body, read_requests(source), skip=skip, stats=stats
+            scorer, judge.request_body, read_requests(source), skip=skip, stats=stats
         ):
             await writer.add(key, line)
         await writer.close_part()

@@ -36,11 +36,11 @@ def export_requests(
     Each unreadable input line is passed to ``on_bad_line``; ``items`` and ``bad_lines`` of the
     stats count the readable and the unreadable lines.
     """
-    evaluator = scorer.caller.evaluator
-    body_of = getattr(evaluator, "request_body", None)
+    judge = scorer.caller.judge
+    body_of = getattr(judge, "request_body", None)
     if body_of is None:
         raise ConfigError(
-            f"evaluator {evaluator.id} has no chat-completions body to export: "
+            f"judge {judge.id} has no chat-completions body to export: "
             "use openai:MODEL or openai-batch:MODEL"
         )
     cache = scorer.caller.cache

@@ -1,4 +1,4 @@
-"""A scorer's batch route over a ledger: its evaluator checked, its ``BatchRunner`` built.
+"""A scorer's batch route over a ledger: its judge checked, its ``BatchRunner`` built.
 
 The CLI's file route and a service job's provider phase both drive their ledger through the
 runner made here, with the file limits and poll interval of the settings.
@@ -11,26 +11,26 @@ from typing import Any
 
 from faithjudge.errors import ConfigError
 from faithjudge.pipeline.scorer import Scorer
-from faithjudge.provider_batch.evaluator import OpenAIBatchEvaluator
 from faithjudge.provider_batch.file_ledger import BatchLedger
+from faithjudge.provider_batch.judge import OpenAIBatchJudge
 from faithjudge.provider_batch.ledger import Ledger
 from faithjudge.provider_batch.runner import BatchRunner, PollPolicy
 from faithjudge.settings import Settings
 
-__all__ = ["batch_evaluator", "batch_runner"]
+__all__ = ["batch_judge", "batch_runner"]
 
 
-def batch_evaluator(scorer: Scorer, *, needs_cache: bool) -> OpenAIBatchEvaluator:
-    """The scorer's evaluator, refused unless it is the batch route's (and, when the route
+def batch_judge(scorer: Scorer, *, needs_cache: bool) -> OpenAIBatchJudge:
+    """The scorer's judge, refused unless it is the batch route's (and, when the route
     keeps its answers in the response cache, ``needs_cache``, unless the scorer has one)."""
-    evaluator = scorer.caller.evaluator
-    if not isinstance(evaluator, OpenAIBatchEvaluator):
-        raise ConfigError("the batch route needs an openai-batch:MODEL evaluator")
+    judge = scorer.caller.judge
+    if not isinstance(judge, OpenAIBatchJudge):
+        raise ConfigError("the batch route needs an openai-batch:MODEL judge")
     if needs_cache and scorer.caller.cache is None:
         raise ConfigError(
             "the batch route keeps its answers in the response cache: drop --no-cache"
         )
-    return evaluator
+    return judge
 
 
 def batch_runner(
@@ -45,14 +45,14 @@ def batch_runner(
     for its tenant: the process-wide cache, shared by every tenant, is left out of its route.
     """
     cli = isinstance(ledger, BatchLedger)
-    evaluator = batch_evaluator(scorer, needs_cache=cli)
+    judge = batch_judge(scorer, needs_cache=cli)
     file_limits = {
         "max_lines": settings.batch_file_max_requests,
         "max_bytes": int(settings.batch_file_max_mb * 1024 * 1024),
         **(limits or {}),
     }
     return BatchRunner(
-        evaluator.client,
+        judge.client,
         ledger,
         scorer.caller.cache if cli else None,
         max_retries=settings.max_retries,

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from faithjudge.errors import EvaluatorError
+from faithjudge.errors import JudgeError
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.chat import completion_from_data, json_default
 
@@ -72,7 +72,7 @@ def outcome_of_line(raw: bytes) -> RequestOutcome:
         if status == 200 and isinstance(body, dict):
             try:
                 answer = completion_from_data(body)
-            except EvaluatorError as exc:
+            except JudgeError as exc:
                 return RequestOutcome(key, status=200, error=str(exc))
             if not answer.text.strip():
                 # cached, an answer without content ("choices": []) would fail for good; as a

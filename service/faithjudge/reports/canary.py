@@ -11,7 +11,7 @@ table's tolerance. Two checks come of it, both of kind ``canary`` (a failure exi
   least ``min_agreement``; it fails when no check of the file is on record, when a grade got
   no answer, or when the last check is older than ``max_age_hours`` (when set);
 - ``canary_judge [FILE]``: the share of the run's lines graded by the judge the canary checked
-  (its evaluator, settings, prompt set and knowledge base), at least 100 %: a canary that
+  (its judge, settings, prompt set and knowledge base), at least 100 %: a canary that
   vouches for another judge says nothing of this run.
 
 Config (every key optional but ``pinned``)::
@@ -175,7 +175,7 @@ def canary_findings(
     comparison = last.comparison.at(table.tolerance)
     agreement = comparison.agreement
     passed = comparison.verdict == "pass"
-    parts = [f"checked {last.checked_at} with {last.judge.evaluator}: {comparison.summary()}"]
+    parts = [f"checked {last.checked_at} with {last.judge.judge}: {comparison.summary()}"]
     if comparison.differing:
         listed = "; ".join(p.describe() for p in comparison.differing[:_LISTED])
         more = len(comparison.differing) - _LISTED
@@ -200,14 +200,14 @@ def _judge_check(name: str, last: CanaryCheck, judges: Any | None) -> CanaryFind
     judged = list(judges.judges) if judges is not None else []
     total = sum(lines for _, lines in judged)
     ours = sum(lines for judge, lines in judged if last.judge.same_configuration(
-        judge.evaluator, judge.settings_sha256, judge.prompt_sha256, judge.kb_sha256))  # fmt: skip
+        judge.judge, judge.settings_sha256, judge.prompt_sha256, judge.kb_sha256))  # fmt: skip
     if total == 0:
         return CanaryFinding(f"canary_judge [{name}]", 100.0, None, None,
                      "the run's lines name no judge to match the canary's")  # fmt: skip
     share = 100.0 * ours / total
     others = sorted({judge.describe() for judge, _ in judged if not last.judge.same_configuration(
-        judge.evaluator, judge.settings_sha256, judge.prompt_sha256, judge.kb_sha256)})  # fmt: skip
-    detail = f"{ours} of {total} lines graded by the checked judge {last.judge.evaluator}"
+        judge.judge, judge.settings_sha256, judge.prompt_sha256, judge.kb_sha256)})  # fmt: skip
+    detail = f"{ours} of {total} lines graded by the checked judge {last.judge.judge}"
     if others:
         detail += "; the others by " + "; ".join(others)
     return CanaryFinding(f"canary_judge [{name}]", 100.0, share, ours == total, detail)
@@ -230,6 +230,6 @@ def run_standing(records: CanaryRecords, judges: Any | None) -> list[str]:
         return []
     run = [judge for judge, _ in judges.judges]
     mine = [check for check in records.checks.values() if any(
-        check.judge.same_configuration(j.evaluator, j.settings_sha256, j.prompt_sha256,
+        check.judge.same_configuration(j.judge, j.settings_sha256, j.prompt_sha256,
                                        j.kb_sha256) for j in run)]  # fmt: skip
     return standing(mine)

@@ -54,7 +54,7 @@ def costs(result: ItemResult) -> dict[str, Any] | None:
         "cache_hits": provenance.cache.hits,
         "cache_misses": provenance.cache.misses,
         "route": provenance.route,
-        "judge_model": provenance.evaluator_model,
+        "judge_model": provenance.judge_model,
     }
 
 

@@ -1,6 +1,6 @@
 """Which judge graded a results file: read once from the lines' provenance, shown by every report.
 
-A grade means little without its judge: the evaluator and the model the server answered as, the
+A grade means little without its judge: the judge and the model the server answered as, the
 prompt set and knowledge base (by name and content hash) and the response format the server
 accepted. ``JudgeTally`` collects them while the report reads the lines (no second pass over a
 large file); ``JudgeSummary`` is what the Markdown, HTML, JSON and JUnit renderers show. A file
@@ -12,7 +12,7 @@ completion), so a report says what the grades cost in tokens.
 A judge is known by its answers: a line whose every grade failed before the judge answered
 (the server was down, the knowledge base had no entry) carries no model and no response format,
 and it is no second judge. It is counted with the judge that answered the file's other lines
-under the same configuration (evaluator, prompts, knowledge base, settings); a line that no
+under the same configuration (judge, prompts, knowledge base, settings); a line that no
 judge of its configuration answered is counted apart, as a line without a judge's answer.
 """
 
@@ -45,7 +45,7 @@ SHORT_SHA = 12
 class Judge:
     """One judge configuration as the result lines record it."""
 
-    evaluator: str
+    judge: str
     model: str | None
     """The model the server said it answered as (None: an offline judge, or no call made)."""
     prompt_set: str
@@ -55,11 +55,11 @@ class Judge:
     response_format: str | None
     """The response format the server accepted (None: not recorded, or no call made)."""
     settings_sha256: str | None
-    """Hash of the evaluator's frozen settings (temperature, seed, max tokens, base URL...)."""
+    """Hash of the judge's frozen settings (temperature, seed, max tokens, base URL...)."""
 
     def describe(self) -> str:
         """One line naming the judge, for a sentence or a log."""
-        parts = [self.evaluator]
+        parts = [self.judge]
         if self.model:
             parts.append(f"model {self.model}")
         parts.append(f"prompts {self.prompt_set} ({_short(self.prompt_sha256)})")
@@ -72,7 +72,7 @@ class Judge:
     @property
     def configuration(self) -> tuple[object, ...]:
         """What the run chose (everything but what the server said back)."""
-        return (self.evaluator, self.prompt_set, self.prompt_sha256, self.kb_id, self.kb_sha256,
+        return (self.judge, self.prompt_set, self.prompt_sha256, self.kb_id, self.kb_sha256,
                 self.settings_sha256)  # fmt: skip
 
 
@@ -143,12 +143,12 @@ class JudgeSummary:
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """Header and rows (plain, unescaped text) of one row per judge."""
-        header = ["Lines", "Evaluator", "Model", "Prompt set", "KB", "Response format",
+        header = ["Lines", "Judge", "Model", "Prompt set", "KB", "Response format",
                   "Settings"]  # fmt: skip
         rows = [
             [
                 str(lines),
-                judge.evaluator,
+                judge.judge,
                 judge.model or "–",
                 f"{judge.prompt_set} ({_short(judge.prompt_sha256)})",
                 f"{judge.kb_id} ({_short(judge.kb_sha256)})" if judge.kb_id else "–",
@@ -193,14 +193,14 @@ class JudgeSummary:
 def judge_of(provenance: Provenance) -> Judge:
     """The judge a result line's provenance names."""
     return Judge(
-        evaluator=provenance.evaluator,
-        model=provenance.evaluator_model,
+        judge=provenance.judge,
+        model=provenance.judge_model,
         prompt_set=provenance.prompt_set,
         prompt_sha256=provenance.prompt_sha256,
         kb_id=provenance.kb_id,
         kb_sha256=provenance.kb_sha256,
         response_format=provenance.response_format,
-        settings_sha256=provenance.evaluator_settings_sha256,
+        settings_sha256=provenance.judge_settings_sha256,
     )
 
 

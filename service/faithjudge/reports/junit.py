@@ -2,7 +2,7 @@
 
 It renders the gate's ``Verdict``: its failures are exactly the checks the verdict failed.
 
-The suite's ``<properties>`` name the judge of the run (``judge.evaluator``, ``judge.model``,
+The suite's ``<properties>`` name the judge of the run (``judge.judge``, ``judge.model``,
 ...; ``judge.N.*`` per judge when the results mix several), so a CI artifact says who graded.
 """
 

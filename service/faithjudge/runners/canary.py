@@ -2,7 +2,7 @@
 judge did not change under its name.
 
 ``record_canary`` grades the canary items (request lines) with real calls and writes the pinned
-file: a first line naming the judge (evaluator, model, ``judge_sha256``, ``system_fingerprint``)
+file: a first line naming the judge (spec, model, ``judge_sha256``, ``system_fingerprint``)
 and the time, then one line per item with its request and its grades. ``check_canary`` grades
 the pinned requests again and compares (``faithjudge.stats.canary``: the rule and its
 tolerance); ``save_check`` keeps the outcome in the data dir's record file
@@ -144,14 +144,14 @@ def read_canary_items(path: Path) -> list[CanaryItem]:
 
 def _identity(scorer: Scorer, results: Sequence[ItemResult]) -> JudgeIdentity:
     provenances = [r.provenance for r in results if r.provenance is not None]
-    models = {m for p in provenances if p.evaluator_model for m in p.evaluator_model.split(",")}
+    models = {m for p in provenances if p.judge_model for m in p.judge_model.split(",")}
     prints = {f for p in provenances if p.fingerprint for f in p.fingerprint.split(",")}
     first = provenances[0] if provenances else None
     return JudgeIdentity(
-        evaluator=scorer.evaluator_id,
+        judge=scorer.judge_id,
         model=",".join(sorted(models)) or None,
         judge_sha256=scorer.judge_sha256,
-        settings_sha256=first.evaluator_settings_sha256 if first else None,
+        settings_sha256=first.judge_settings_sha256 if first else None,
         prompt_set=scorer.prompts.id,
         prompt_sha256=scorer.prompts.sha256,
         kb_id=first.kb_id if first else None,
@@ -222,7 +222,7 @@ async def record_canary(
     ]
     if lost:
         raise CanaryUnanswered(
-            f"the judge {judge.evaluator} did not answer {len(lost)} canary grade(s) "
+            f"the judge {judge.judge} did not answer {len(lost)} canary grade(s) "
             f"({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): nothing was pinned; "
             "record again once it answers"
         )
@@ -378,14 +378,14 @@ class CanaryWatch:
         if options.canary_file is None:
             raise ConfigError("CanaryWatch needs FAITHJUDGE_CANARY_FILE")
         self.pinned = read_pinned_setting(options.canary_file)
-        offered = settings.judges
-        if self.pinned.judge.evaluator not in offered:
+        offered = settings.offered_judges
+        if self.pinned.judge.judge not in offered:
             raise ConfigError(
                 f"FAITHJUDGE_CANARY_FILE {options.canary_file} pins the judge "
-                f"{self.pinned.judge.evaluator}, which this service does not offer "
+                f"{self.pinned.judge.judge}, which this service does not offer "
                 f"({', '.join(offered)})"
             )
-        self._settings = settings.model_copy(update={"evaluator": self.pinned.judge.evaluator})
+        self._settings = settings.model_copy(update={"judge": self.pinned.judge.judge})
         self._options = options
         self.last: CanaryCheck | None = None
         self.error: str | None = None

@@ -11,11 +11,11 @@ so a run stopped part-way leaves it as it was. ``lines`` restricts a run to thos
 (``faithjudge.runners.selection``: the first N, or a seeded sample).
 
 An output keeps its judge. Each result line names the judge that graded it (its provenance:
-the evaluator, the hash of its settings, the prompt set, the knowledge base and ``judge_sha256``
+the judge, the hash of its settings, the prompt set, the knowledge base and ``judge_sha256``
 over all of them and the scoring settings); a run whose judge differs from a judge that
 answered lines of the output stops before scoring (``JudgeChanged``) unless ``judge_change``
 says to mix them. A line no judge answered (every grade failed at transport, or before any
-call) belongs to no judge. ``output_judge`` reads the evaluator of an output's judge, so a
+call) belongs to no judge. ``output_judge`` reads the judge of an output's judge, so a
 resume that names none keeps it.
 
 An output the run creates is 0600 like every file FaithJudge writes (an existing output keeps
@@ -37,7 +37,7 @@ from typing import BinaryIO
 import anyio
 import anyio.abc
 import orjson
-from faithjudge_client.lines import ItemResult, Metric, ScoreRequest
+from faithjudge_client.lines import OLDER_PROVENANCE_KEYS, ItemResult, Metric, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names
 
 from faithjudge.errors import FaithJudgeError, UserInputError
@@ -145,6 +145,7 @@ def _first_error(group: BaseExceptionGroup) -> FaithJudgeError | None:
 
 # Every result line starts so (``ItemResult`` dumps ``line`` first): what a torn write leaves.
 _RESULT_START = b'{"line":'
+_OLDER_KEY = {new: old for old, new in OLDER_PROVENANCE_KEYS.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,7 @@ class LineJudge:
     """The judge a result line names, by what decides its grades (the model the server said it
     answered as is shown, not compared: a server may answer one model name as a dated one)."""
 
-    evaluator: str
+    judge: str
     settings_sha256: str | None
     prompt_set: str | None
     prompt_sha256: str | None
@@ -196,7 +197,7 @@ class LineJudge:
     def of_scorer(cls, scorer: Scorer) -> LineJudge:
         kb = scorer.knowledge_base
         return cls(
-            evaluator=scorer.evaluator_id,
+            judge=scorer.judge_id,
             settings_sha256=scorer.judge_config["evaluator_settings_sha256"],
             prompt_set=scorer.prompts.id,
             prompt_sha256=scorer.prompts.sha256,
@@ -206,8 +207,8 @@ class LineJudge:
         )
 
     def describe(self) -> str:
-        parts = [self.evaluator]
-        if self.model and self.model != self.evaluator:
+        parts = [self.judge]
+        if self.model and self.model != self.judge:
             parts.append(f"model {self.model}")
         parts.append(f"prompts {self.prompt_set}")
         if self.kb_id:
@@ -219,7 +220,7 @@ class LineJudge:
         is the same judge."""
         changed = []
         named = (
-            ("evaluator", "evaluator"),
+            ("judge", "judge"),
             ("prompt_set", "prompt set"),
             ("kb_id", "knowledge base"),
         )
@@ -228,7 +229,7 @@ class LineJudge:
             if mine != theirs:
                 changed.append(f"{label} {theirs or 'none'}, not {mine or 'none'}")
         hashed = (
-            ("settings_sha256", "evaluator settings"),
+            ("settings_sha256", "judge settings"),
             ("prompt_sha256", "prompt text"),
             ("kb_sha256", "knowledge base content"),
         )
@@ -245,22 +246,26 @@ class LineJudge:
 def _line_judge(record: Mapping[str, object]) -> LineJudge | None:
     """The judge a result line (as parsed JSON) names, or None for a line without provenance."""
     provenance = record.get("provenance")
-    if not isinstance(provenance, dict) or not isinstance(provenance.get("evaluator"), str):
+    if not isinstance(provenance, dict):
         return None
 
     def text(name: str) -> str | None:
-        value = provenance.get(name)
+        # a line written before the rename names the judge by its older keys
+        value = provenance.get(name, provenance.get(_OLDER_KEY.get(name, "")))
         return value if isinstance(value, str) else None
 
+    judge = text("judge")
+    if judge is None:
+        return None
     return LineJudge(
-        evaluator=provenance["evaluator"],
-        settings_sha256=text("evaluator_settings_sha256"),
+        judge=judge,
+        settings_sha256=text("judge_settings_sha256"),
         prompt_set=text("prompt_set"),
         prompt_sha256=text("prompt_sha256"),
         kb_id=text("kb_id"),
         kb_sha256=text("kb_sha256"),
         judge_sha256=text("judge_sha256"),
-        model=text("evaluator_model"),
+        model=text("judge_model"),
     )
 
 
@@ -324,11 +329,11 @@ def _check_judge(
     raise JudgeChanged(
         f"{output} was graded by {theirs.describe()} ({lines} line(s)); this run's judge is "
         f"{mine.describe()}, which differs in {'; '.join(theirs.differences(mine))}. Grades of "
-        "two judges are not comparable: rerun without --evaluator to keep the output's judge "
+        "two judges are not comparable: rerun without --judge to keep the output's judge "
         "(and the prompt set, knowledge base and settings it was scored with), choose another "
         "output, or pass --judge-change to score these lines with the new judge, each line's "
         "provenance naming its judge",
-        field="evaluator",
+        field="judge",
     )
 
 

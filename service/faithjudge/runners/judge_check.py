@@ -49,10 +49,10 @@ from faithjudge_client.lines import ItemResult, ScoreRequest
 from faithjudge_client.metric_catalogue import metric_names
 
 from faithjudge.errors import FaithJudgeError, UserInputError
-from faithjudge.evaluators import live_spec
-from faithjudge.evaluators.base import JudgeRequest
 from faithjudge.exit_codes import ExitCode
 from faithjudge.jsonl import numbered_lines
+from faithjudge.judges import live_spec
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.pipeline.request_lines import parse_line
 from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.pipeline.scorer import Scorer
@@ -237,7 +237,7 @@ class Suggestion:
 class JudgeCheck:
     """Everything the check found, and the exit code it ends with."""
 
-    evaluator: str
+    judge: str
     base_url: str | None
     listing: ModelListing
     probes: tuple[MetricProbe, ...] = ()
@@ -320,26 +320,26 @@ async def check_judge(settings: Settings, requests_file: Path | None = None) -> 
     be read."""
     settings = _probe_settings(settings)
     async with open_scorer(settings, fail_fast=True) as scorer:
-        evaluator = scorer.caller.evaluator
-        base_url = _base_url(evaluator)
+        judge = scorer.caller.judge
+        base_url = _base_url(judge)
         in_process = scorer.caller.in_process
-        configured = scorer.evaluator_settings.get("model")
+        configured = scorer.judge_settings.get("model")
         samples = longest_prompts(scorer, requests_file) if requests_file is not None else {}
-        listing, dead = await _list_models(evaluator, settings)
-        check = JudgeCheck(settings.evaluator, base_url, listing, in_process=in_process,
+        listing, dead = await _list_models(judge, settings)
+        check = JudgeCheck(settings.judge, base_url, listing, in_process=in_process,
                            requests_file=str(requests_file) if requests_file else None)  # fmt: skip
         warned = tuple(_warnings(listing, [], configured))
         if dead is not None:
             return replace(check, warnings=warned, exit_code=ExitCode.UNEVALUABLE, reason=dead)
-        counts = bool(getattr(evaluator, "paced", False) or samples)
-        n_ctx = await _context_size(evaluator) if counts else None
+        counts = bool(getattr(judge, "paced", False) or samples)
+        n_ctx = await _context_size(judge) if counts else None
         probes: list[MetricProbe] = []
         try:
             for metric in metric_names():
                 sample = samples.get(metric)
                 probes.append(await _probe(scorer, metric, settings, sample, count=counts))
             parallel = await _parallelism(scorer, probes)
-            n_ctx = _known_context(evaluator, n_ctx)
+            n_ctx = _known_context(judge, n_ctx)
         except (FaithJudgeError, BaseExceptionGroup) as exc:
             # JudgeUnreachable (raised from the scorer's task group): no call found the judge
             stopped = _first_error(exc)
@@ -361,26 +361,26 @@ async def check_judge(settings: Settings, requests_file: Path | None = None) -> 
     )
 
 
-async def _context_size(evaluator: Any) -> int | None:
+async def _context_size(judge: Any) -> int | None:
     """The server's context window where it tells it (the ``openai`` backend asks)."""
-    read = getattr(evaluator, "read_context_size", None)
+    read = getattr(judge, "read_context_size", None)
     if not callable(read):
         return None
     size = await read()
     return size if isinstance(size, int) else None
 
 
-def _known_context(evaluator: Any, n_ctx: int | None) -> int | None:
+def _known_context(judge: Any, n_ctx: int | None) -> int | None:
     """``n_ctx``, or the context window the server told since (in a refusal)."""
-    learnt = getattr(evaluator, "context_size", None)
+    learnt = getattr(judge, "context_size", None)
     return n_ctx if n_ctx is not None else learnt if isinstance(learnt, int) else None
 
 
-async def _count_prompt(evaluator: Any, request: JudgeRequest) -> tuple[int | None, Any]:
+async def _count_prompt(judge: Any, request: JudgeRequest) -> tuple[int | None, Any]:
     """The server's count of ``request``'s prompt, and its refusal as longer than the context
     (a ``ContextOverflow``) or None. Any other failure leaves the count unknown: the grading
     call that follows meets it again and reports it."""
-    count = getattr(evaluator, "count_prompt", None)
+    count = getattr(judge, "count_prompt", None)
     if not callable(count):
         return None, None
     try:
@@ -405,23 +405,23 @@ def _first_error(exc: BaseException) -> FaithJudgeError | None:
 def _probe_settings(settings: Settings) -> Settings:
     """``settings`` for the check: no cache (every grade must be a real call), and the live
     route for a Batch API spec (the same server and model, answering at once)."""
-    spec = live_spec(settings.evaluator)
-    return settings.model_copy(update={"cache": False, "evaluator": spec})
+    spec = live_spec(settings.judge)
+    return settings.model_copy(update={"cache": False, "judge": spec})
 
 
-def _base_url(evaluator: Any) -> str | None:
-    url = evaluator.settings().get("base_url")
+def _base_url(judge: Any) -> str | None:
+    url = judge.settings().get("base_url")
     return str(url) if url else None
 
 
-async def _list_models(evaluator: Any, settings: Settings) -> tuple[ModelListing, str | None]:
+async def _list_models(judge: Any, settings: Settings) -> tuple[ModelListing, str | None]:
     """The server's models, and why the judge is out of reach when it is (else None)."""
     import openai
 
-    client = getattr(evaluator, "client", None)
+    client = getattr(judge, "client", None)
     if not isinstance(client, openai.AsyncOpenAI):
         return ModelListing(None, "not an OpenAI-compatible server: no model list to read"), None
-    configured = evaluator.settings().get("model")
+    configured = judge.settings().get("model")
     try:
         page = await client.models.list(timeout=min(settings.timeout_s, 30.0))
         models = tuple(sorted(str(m.id) for m in page.data))
@@ -454,7 +454,7 @@ async def _probe(
     messages = rendered[0].messages if rendered else ()
     counted, overflow = None, None
     if count and rendered:
-        counted, overflow = await _count_prompt(scorer.caller.evaluator, rendered[0])
+        counted, overflow = await _count_prompt(scorer.caller.judge, rendered[0])
     if overflow is not None:
         return MetricProbe(
             metric=metric, outcome="context", detail=overflow.describe(), latency_s=0.0,
@@ -504,7 +504,7 @@ def _metric_probe(
         attempts=graded.attempts if graded is not None else 0,
         prompt_tokens=prompt,
         completion_tokens=completion,
-        model=provenance.evaluator_model if provenance is not None else None,
+        model=provenance.judge_model if provenance is not None else None,
         response_format=None if outcome == "transport" else recorded,  # no reply, no format
         system_chars=sum(len(m.content) for m in messages if m.role == "system"),
         user_chars=sum(len(m.content) for m in messages if m.role != "system"),

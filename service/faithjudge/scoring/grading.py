@@ -10,7 +10,7 @@ coverage rates add up:
                 ``faithjudge.scoring.output_rules`` (``abstain_reason`` only when abstaining, a
                 score only when not, a quote above the catalogue's ``quotes_above``) hold for
                 every metric, whether its schema states them or not;
-3. ``abstain``  the evaluator abstained (status ``abstained``, not ``invalid``);
+3. ``abstain``  the judge abstained (status ``abstained``, not ``invalid``);
 4. ``evidence`` a quote is empty or cannot be located in the CoT within the edit budget
                 (``floor(tolerance * len(quote))`` edits, METHODS §1.10);
 5. ``valid``    the grade counts: score, normalised score, quotes with their verified spans in
@@ -20,7 +20,7 @@ Pure: the caller passes the compiled schema validator (``faithjudge.assets.schem
 CoT already normalised once per item (``faithjudge.scoring.normalize.normalize``). The caller
 also fills ``attempts`` and ``cache_hit`` (``result.model_copy(update=...)``).
 
-Quote spans returned by the evaluator are advisory and ignored here; the reported spans are the
+Quote spans returned by the judge are advisory and ignored here; the reported spans are the
 ones the service located. The rationale's 25-word limit is not enforced.
 
 Speed: ``jsonschema`` takes ~300 µs per output, so acceptance is decided by the pydantic mirror
@@ -83,10 +83,10 @@ def verify(
     validator: Validator,
     tolerance: float = 0.02,
 ) -> MetricResult:
-    """Classify one evaluator response for ``metric`` and build its :class:`MetricResult`.
+    """Classify one judge response for ``metric`` and build its :class:`MetricResult`.
 
     Args:
-        raw: the evaluator's text exactly as received ("" when none was kept).
+        raw: the judge's text exactly as received ("" when none was kept).
         metric: the metric the response grades.
         cot: the scored CoT, normalised; spans are reported in ``cot.original``.
         validator: the compiled validator of the metric's schema
@@ -197,7 +197,7 @@ def strip_code_fence(text: str) -> str:
 
 
 def parse_response(raw: str) -> dict[str, Any]:
-    """The JSON object of an evaluator response.
+    """The JSON object of a judge response.
 
     Only a surrounding code fence and surrounding whitespace are removed; nothing is repaired.
 

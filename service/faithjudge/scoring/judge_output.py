@@ -1,4 +1,4 @@
-"""Pydantic mirrors of the evaluator-output schemas, built from the schemas themselves.
+"""Pydantic mirrors of the judge-output schemas, built from the schemas themselves.
 
 The JSON Schema file of a metric (``schemas/<metric>.schema.json``, or a registered metric's
 own) is the contract that grading enforces. :func:`output_model` turns that schema into a
@@ -7,7 +7,7 @@ new metric needs no code here. ``tests/unit/test_schema_agreement`` proves, for 
 the catalogue, that model and schema accept exactly the same documents. The models are strict,
 so ``"3"``, ``3.0`` and ``true`` are not integers, and ``1`` is not a boolean.
 
-The schema keywords mirrored are those the evaluator outputs use: an object of required
+The schema keywords mirrored are those the judge outputs use: an object of required
 properties without others, each with ``type`` (one or several), ``enum`` (strings and null),
 ``minimum``/``maximum``, ``minLength``/``maxLength``, ``items`` or identical ``prefixItems``,
 ``minItems``/``maxItems``, plus annotations. A schema using anything else (or whose ``$id`` does
@@ -88,7 +88,7 @@ _MODELS: dict[str, tuple[Mapping[str, Any], type[JudgeOutput] | None]] = {}
 
 
 def output_model(metric: str, schema: Mapping[str, Any]) -> type[JudgeOutput] | None:
-    """The pydantic mirror of ``schema``, the evaluator-output schema of ``metric``, or None
+    """The pydantic mirror of ``schema``, the judge-output schema of ``metric``, or None
     when the schema is not one the mirror restates (see the module docstring)."""
     cached = _MODELS.get(metric)
     if cached is not None and (cached[0] is schema or cached[0] == schema):

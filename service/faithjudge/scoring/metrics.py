@@ -1,6 +1,6 @@
-"""Per-item CoT metrics on the 1-5 evaluator scale (METHODS §1.7).
+"""Per-item CoT metrics on the 1-5 judge scale (METHODS §1.7).
 
-Each evaluator score s in {1, ..., 5} is normalised linearly to (s - 1) / 4. Confidence
+Each judge score s in {1, ..., 5} is normalised linearly to (s - 1) / 4. Confidence
 calibration (CC) compares the confidence tone (CT) with the clinical fidelity (CF):
 
     P  = alpha * max(0, CT - CF) + beta * max(0, CF - CT)
@@ -47,7 +47,7 @@ DEFAULT_CALIBRATION = CalibrationParams()
 
 
 def normalized_score(score: int) -> float:
-    """Map an evaluator score 1..5 linearly onto [0, 1]: ``(score - 1) / 4``.
+    """Map a judge score 1..5 linearly onto [0, 1]: ``(score - 1) / 4``.
 
     Raises:
         ValueError: ``score`` is not an integer (bools and floats such as 3.0 included) or

@@ -9,7 +9,7 @@ Outcomes (the judged ones in the order grading, ``faithjudge.scoring.grading``, 
 
 - judged: ``valid`` or the judge's own failure ``parse``, ``schema``, ``evidence``, ``abstain``;
 - not judged (``NOT_JUDGED_NAMES`` names them): ``kb``, a KB miss (no knowledge-base entry),
-  ``transport``, a transport failure (the evaluator stayed unreachable or, for replay, has no
+  ``transport``, a transport failure (the judge stayed unreachable or, for replay, has no
   record), ``input``, an input error (the request line was unreadable, or rejected at upload);
 - ``missing``: the request did not ask for the metric. It is neither judged nor a failure and
   stays out of every denominator.

@@ -1,6 +1,6 @@
-"""The cross-field rules of an evaluator output, declared once as data.
+"""The cross-field rules of a judge output, declared once as data.
 
-Each evaluator-output schema states in its field descriptions how the fields depend on one
+Each judge-output schema states in its field descriptions how the fields depend on one
 another: ``abstain_reason`` is "required when abstain is true; null or empty otherwise",
 ``score`` is "null only when abstaining", ``quotes`` holds "at least one when score > 1" (the
 catalogue's ``quotes_above``), and an abstaining output has no quotes or spans. Those rules are
@@ -38,7 +38,7 @@ _KEYWORDS = frozenset(
 
 
 def conditional_rules(quotes_above: int = 1) -> list[dict[str, Any]]:
-    """The ``allOf`` conditionals of an evaluator-output schema whose metric needs a quote above
+    """The ``allOf`` conditionals of a judge-output schema whose metric needs a quote above
     score ``quotes_above``."""
     return [
         {

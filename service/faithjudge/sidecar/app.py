@@ -6,7 +6,7 @@
   ``modifications`` (comma-separated) overrides the server's default list.
 
 Both answer ``{"lines": [ScoreRequest ...], "issues": [...], "manifest": {...}}``: the lines are
-ready for the FaithJudge service's ``POST /v1/batches``. Bad items, images and modifications are
+ready for the FaithJudge service's ``POST /v1/jobs``. Bad items, images and modifications are
 issues in the answer, never a 500; an unusable body is a 4xx problem naming the field.
 One generation runs at a time (the backend's own batching does the parallel work).
 """

@@ -119,7 +119,7 @@ def generate(
     ] = None,
     chunk_items: Annotated[int, typer.Option(min=1, help="Items generated together.")] = 16,
     submit: Annotated[
-        str | None, typer.Option(help="FaithJudge service URL: upload the lines as a batch.")
+        str | None, typer.Option(help="FaithJudge service URL: upload the lines as a job.")
     ] = None,
     submit_api_key: Annotated[str | None, typer.Option(envvar="FAITHJUDGE_API_KEY")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
@@ -215,13 +215,13 @@ def _submit(url: str, api_key: str | None, output: Path) -> None:
 
     try:
         with FaithJudgeClient(url, api_key) as client:
-            accepted = client.submit(output, name=output.stem)
+            accepted = client.submit_job(output, name=output.stem)
     except ClientFailure as exc:
         _err.print(f"[red]submit failed:[/red] {exc}")
         raise typer.Exit(ExitCode.UNEVALUABLE) from None
     rejected = len(accepted.rejected)
     _err.print(
-        f"submitted batch {accepted.id}: {accepted.accepted} lines accepted, {rejected} rejected"
+        f"submitted job {accepted.id}: {accepted.accepted} lines accepted, {rejected} rejected"
     )
     typer.echo(accepted.id)
 

@@ -21,7 +21,7 @@ The rule (``Tolerance``), per canary item and metric:
   and the check could not run (``unreached``), since a canary cannot vouch for a judge it did
   not hear from.
 
-The judge itself is compared too (``JudgeIdentity.changes``): the evaluator, the model the
+The judge itself is compared too (``JudgeIdentity.changes``): the judge, the model the
 server answered as, the configuration hash (``judge_sha256``) and the server's
 ``system_fingerprint``. A change is reported, never a failure by itself: the grades decide.
 """
@@ -29,10 +29,10 @@ server answered as, the configuration hash (``judge_sha256``) and the server's
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from faithjudge_client.metric_catalogue import label_of
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from faithjudge.scoring.outcomes import metric_outcome
 
@@ -190,11 +190,12 @@ def compare(
 class JudgeIdentity(_Frozen):
     """The judge as its result lines' provenance records it."""
 
-    evaluator: str
+    judge: str
+    """Its spec (``openai:gpt-4o``)."""
     model: str | None = None
     """The model the server said it answered as (comma-separated when several)."""
     judge_sha256: str | None = None
-    """Everything that decides a grade: the evaluator, its settings, prompts, KB and scoring."""
+    """Everything that decides a grade: the judge, its settings, prompts, KB and scoring."""
     settings_sha256: str | None = None
     prompt_set: str | None = None
     prompt_sha256: str | None = None
@@ -206,15 +207,15 @@ class JudgeIdentity(_Frozen):
     def changes(self, now: JudgeIdentity) -> list[str]:
         """What differs between this (pinned) judge and ``now``, one sentence each."""
         out: list[str] = []
-        if self.evaluator != now.evaluator:
-            out.append(f"evaluator {self.evaluator} -> {now.evaluator}")
+        if self.judge != now.judge:
+            out.append(f"judge {self.judge} -> {now.judge}")
         if self.model != now.model:
             out.append(f"model {self.model or 'not recorded'} -> {now.model or 'not recorded'}")
         if self.judge_sha256 != now.judge_sha256:
             parts = [
                 name
                 for name, was, is_ in (
-                    ("evaluator settings", self.settings_sha256, now.settings_sha256),
+                    ("judge settings", self.settings_sha256, now.settings_sha256),
                     ("prompt set", self.prompt_sha256, now.prompt_sha256),
                     ("knowledge base", self.kb_sha256, now.kb_sha256),
                 )
@@ -231,12 +232,22 @@ class JudgeIdentity(_Frozen):
             out.append(f"system_fingerprint {was} -> {is_}")
         return out
 
-    def same_configuration(self, evaluator: str, settings_sha256: str | None,
+    def same_configuration(self, judge: str, settings_sha256: str | None,
                            prompt_sha256: str | None, kb_sha256: str | None) -> bool:  # fmt: skip
         """Whether a judge of a results file (``reports.judges.Judge``'s fields) is this one."""
-        return (self.evaluator, self.settings_sha256, self.prompt_sha256, self.kb_sha256) == (
-            evaluator, settings_sha256, prompt_sha256, kb_sha256
+        return (self.judge, self.settings_sha256, self.prompt_sha256, self.kb_sha256) == (
+            judge, settings_sha256, prompt_sha256, kb_sha256
         )  # fmt: skip
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_name(cls, data: Any) -> Any:
+        # canary files pinned before the rename call the spec ``evaluator``
+        if isinstance(data, dict) and "evaluator" in data:
+            if "judge" in data:
+                raise ValueError("both 'judge' and its older name 'evaluator' are given")
+            data = {("judge" if k == "evaluator" else k): v for k, v in data.items()}
+        return data
 
 
 def _short(sha: str | None) -> str:
@@ -298,7 +309,7 @@ def standing(checks: Iterable[CanaryCheck]) -> list[str]:
     """One sentence per canary check: when it last passed, and how the last check went."""
     out: list[str] = []
     for check in sorted(checks, key=lambda c: c.checked_at, reverse=True):
-        judge = check.judge.evaluator + (f" ({check.judge.model})" if check.judge.model else "")
+        judge = check.judge.judge + (f" ({check.judge.model})" if check.judge.model else "")
         last = (f"last passed {check.last_passed_at}" if check.last_passed_at
                 else "never passed")  # fmt: skip
         how = "passed" if check.verdict == "pass" else f"found {check.verdict}"

@@ -1,4 +1,4 @@
-"""Content-addressed cache of raw evaluator responses (SQLite, standard library only).
+"""Content-addressed cache of raw judge responses (SQLite, standard library only).
 
 The key is the sha256 of the request *exactly as sent* (``CallTarget.cache_key_material``:
 backend, base URL, model, messages, decoding parameters, response format), serialized as
@@ -6,7 +6,7 @@ canonical JSON. Only what changes the output is in the key; timeouts and retry c
 
 The cache stores the raw text, never a grade: whoever reads a cached response parses,
 schema-checks and evidence-checks it again, exactly as a fresh one. A cached response that failed
-verification therefore fails it again, with the same failure, without calling the evaluator.
+verification therefore fails it again, with the same failure, without calling the judge.
 
 Writes are buffered and committed in batches (every ``batch_size`` puts, on ``flush()`` and on
 ``close()``); reads see buffered writes. A put made on a running event loop is also committed at

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from faithjudge.errors import EvaluatorError
+from faithjudge.errors import JudgeError
 from faithjudge.transport.base import JudgeResponse, Usage
 from faithjudge.transport.judge_servers import CONTEXT_SETTING
 
@@ -114,7 +114,7 @@ def context_cut_note(n_ctx: int | None = None) -> str:
     )
 
 
-class StreamCutShort(EvaluatorError):
+class StreamCutShort(JudgeError):
     """A streamed reply ended before the server said why it stopped (no ``finish_reason``):
     the server cut it, as llama-cpp-python does when another request is waiting. Worth another
     try, with fewer calls in flight. ``events`` counts the chunks that came: none at all is not
@@ -195,8 +195,8 @@ class CompletionChunks:
         )
 
 
-def _not_a_completion(exc: Exception, raw: bytes) -> EvaluatorError:
-    return EvaluatorError(
+def _not_a_completion(exc: Exception, raw: bytes) -> JudgeError:
+    return JudgeError(
         f"the server answered 200 but not with a chat completion ({exc})",
         status=200,
         body=raw[:2000].decode("utf-8", "replace"),

@@ -1,7 +1,7 @@
 """Which failures of an OpenAI-style API are worth another try, and after how long.
 
 Decided by exception type and status code (and the ``Retry-After`` headers), never by the text
-of a message. The judge's ``openai`` and ``litellm`` evaluators and the sidecar's VLM backends
+of a message. The judge's ``openai`` and ``litellm`` judges and the sidecar's VLM backends
 classify their failures here, so a 429 means the same wait for all of them. LiteLLM's exception
 classes subclass OpenAI's; ``LiteLLMErrors`` adds the transient ones that do not.
 """

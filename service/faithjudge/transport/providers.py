@@ -1,6 +1,6 @@
-"""Provider factories: the one place that reads evaluator credentials and endpoints.
+"""Provider factories: the one place that reads judge credentials and endpoints.
 
-Backends (``service/faithjudge/evaluators/``) get a ready client and never look at the environment.
+Backends (``service/faithjudge/judges/``) get a ready client and never look at the environment.
 The
 SDK's own retries are switched off here (``max_retries=0``): retries live in
 ``service/faithjudge/transport/resilience.py``, where they are counted and reported.
@@ -71,7 +71,7 @@ def make_openai_client(
     import openai
 
     if timeout <= 0:
-        raise ConfigError(f"the evaluator timeout must be positive, got {timeout}")
+        raise ConfigError(f"the judge timeout must be positive, got {timeout}")
     resolved_url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
     key = api_key or os.environ.get("OPENAI_API_KEY")
     if not key:

@@ -1,16 +1,16 @@
-"""Calling one evaluator safely: a concurrency limit, retries with backoff, a cache, dedupe.
+"""Calling one judge safely: a concurrency limit, retries with backoff, a cache, dedupe.
 
-``JudgeCaller.call(request)`` is the only way the pipeline reaches an evaluator (and the sidecar
+``JudgeCaller.call(request)`` is the only way the pipeline reaches a judge (and the sidecar
 its VLM server). The caller is generic over the request type: it hands each request to its
 target untouched.
 
-1. the response cache is consulted (a hit costs no evaluator call: ``attempts == 0``);
+1. the response cache is consulted (a hit costs no judge call: ``attempts == 0``);
 2. an identical request already in flight is awaited instead of sent again;
 
 both within the caller's ``call_scope`` only: the service scores each tenant's lines in the
 tenant's scope, so one tenant never receives an answer (or a failure) another one paid for;
-3. otherwise the evaluator is called under the ``anyio.CapacityLimiter``, retried with tenacity
-   while ``evaluator.should_retry(exc)`` says the failure is transient, and the success is cached
+3. otherwise the judge is called under the ``anyio.CapacityLimiter``, retried with tenacity
+   while ``judge.should_retry(exc)`` says the failure is transient, and the success is cached
    under the key of what was sent: a target whose request changed since it was keyed (it learnt
    that its server refuses a response format) raises ``RequestChanged``, and the request is keyed
    and looked up again before it is sent.
@@ -27,7 +27,7 @@ longest prompt prefix with the call sent last first, so a server's prompt cache 
 Backoff follows METHODS §1.14 [REC]: before retry ``n`` (0-based) wait ``d + U(0, d)`` with
 ``d = base * multiplier**n``, capped at ``max_delay``; when the server sent ``Retry-After``, that
 value (capped the same way) replaces the computed delay. The limiter slot is held only around
-the evaluator call itself, never during a backoff sleep, so waiting requests do not starve others.
+the judge call itself, never during a backoff sleep, so waiting requests do not starve others.
 
 A judge that cannot be reached at all (connection refused, DNS failure, 401/403, 404 for the
 model or endpoint: ``unreachable_cause``) is never retried, whatever the backend says; with
@@ -41,7 +41,7 @@ without its backend: ``outage.connection_failure``) is waited for instead
 is sent again, none of it counted as an attempt; ``outage_s`` bounds the wait (None: no bound).
 Before the judge's first answer, ``fail_fast_after`` still decides.
 
-Failures end as ``EvaluatorError`` (with ``status`` and ``attempts``) once retries are exhausted or
+Failures end as ``JudgeError`` (with ``status`` and ``attempts``) once retries are exhausted or
 the error is not retryable. Cancellation is never caught. Responses are returned as raw text: the
 caller verifies them, and does so again for every cached read.
 """
@@ -63,7 +63,7 @@ import anyio
 from faithjudge_client.retry import RetryPolicy
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from faithjudge.errors import EvaluatorError, FaithJudgeError
+from faithjudge.errors import FaithJudgeError, JudgeError
 from faithjudge.transport.base import CallTarget, JudgeResponse, RequestChanged
 from faithjudge.transport.cache import ResponseCache, cache_key
 from faithjudge.transport.judge_servers import ServerMemo, server_memo
@@ -145,7 +145,7 @@ class CallerStats:
     requests: int = 0
     cache_hits: int = 0
     shared: int = 0
-    evaluator_calls: int = 0
+    judge_calls: int = 0
     retries: int = 0
     failures: int = 0
     rekeyed: int = 0
@@ -172,7 +172,7 @@ class _Flight:
 
     done: anyio.Event = field(default_factory=anyio.Event)
     response: JudgeResponse | None = None
-    error: EvaluatorError | None = None
+    error: JudgeError | None = None
 
 
 # A request is keyed again at most once per response format a server may refuse, and a little.
@@ -183,7 +183,7 @@ _FREE_RESENDS = 2
 
 
 class JudgeCaller(Generic[Request]):
-    """Wraps one evaluator with a limiter, retries, an optional cache and in-flight dedupe.
+    """Wraps one judge with a limiter, retries, an optional cache and in-flight dedupe.
 
     ``sleep`` is the backoff sleep (tests pass a recorder that returns at once); ``rng`` draws
     the jitter. Requests whose ``cache_key_material`` is None (replay) skip cache and dedupe.
@@ -193,7 +193,7 @@ class JudgeCaller(Generic[Request]):
 
     def __init__(
         self,
-        evaluator: CallTarget[Request],
+        judge: CallTarget[Request],
         *,
         limiter: anyio.CapacityLimiter | None = None,
         policy: RetryPolicy | None = None,
@@ -206,12 +206,12 @@ class JudgeCaller(Generic[Request]):
         outage_s: float | None = None,
         explicit_concurrency: bool = False,
     ) -> None:
-        self.evaluator = evaluator
+        self.judge = judge
         self.fail_fast_after = fail_fast_after
-        probe = getattr(evaluator, "probe", None)
+        probe = getattr(judge, "probe", None)
         self.outage: OutageGate | None = (
             OutageGate(
-                evaluator.id,
+                judge.id,
                 bound_s=outage_s,
                 probe=probe if callable(probe) else None,
                 sleep=sleep,
@@ -230,34 +230,34 @@ class JudgeCaller(Generic[Request]):
         self._inflight: dict[str, _Flight] = {}
         self._retry = retry_if_exception(self._is_retryable)
         # a judge that runs in this process: no I/O to wait on, nothing to limit or overlap
-        self.in_process = bool(getattr(evaluator, "in_process", False))
+        self.in_process = bool(getattr(judge, "in_process", False))
         self._stop_after_first = stop_after_attempt(max(1, self.policy.max_retries))
         self._clock = clock
         self._order = SendOrder(self.limiter)
         self.pacing: Pacing | None = None
-        if getattr(evaluator, "paced", False) and not self.in_process:
-            timeout = getattr(evaluator, "timeout_s", None)
+        if getattr(judge, "paced", False) and not self.in_process:
+            timeout = getattr(judge, "timeout_s", None)
             self.pacing = Pacing(
                 self.limiter,
                 timeout_s=timeout if isinstance(timeout, int | float) else None,
                 explicit=explicit_concurrency,
-                memo=_memo_of(evaluator),
+                memo=_memo_of(judge),
                 on_resize=self._order.dispatch,
             )
 
     async def call(self, request: Request) -> JudgeResponse:
-        """The evaluator's response to ``request``; raises ``EvaluatorError`` when it fails."""
+        """The judge's response to ``request``; raises ``JudgeError`` when it fails."""
         self.stats.requests += 1
         for _ in range(_MAX_REKEYS):
-            material = self.evaluator.cache_key_material(request)
+            material = self.judge.cache_key_material(request)
             if material is None:
-                return await self._call_evaluator(request, None)
+                return await self._call_judge(request, None)
             try:
                 return await self._call_keyed(request, material)
             except RequestChanged:
                 self.stats.rekeyed += 1
-        raise EvaluatorError(
-            f"the judge {self.evaluator.id} changed its request {_MAX_REKEYS} times in a row"
+        raise JudgeError(
+            f"the judge {self.judge.id} changed its request {_MAX_REKEYS} times in a row"
         )
 
     async def _call_keyed(self, request: Request, material: Mapping[str, Any]) -> JudgeResponse:
@@ -279,18 +279,18 @@ class JudgeCaller(Generic[Request]):
                 return replace(flight.response, attempts=0, cached=True)
             if flight.error is not None:
                 err = flight.error
-                raise EvaluatorError(str(err), status=err.status, body=err.body, attempts=0)
+                raise JudgeError(str(err), status=err.status, body=err.body, attempts=0)
             # The first caller was cancelled before an outcome: look again, maybe lead.
 
         flight = _Flight()
         self._inflight[key] = flight
         try:
-            # ``_call_evaluator`` sends exactly ``material`` or raises ``RequestChanged``: the
+            # ``_call_judge`` sends exactly ``material`` or raises ``RequestChanged``: the
             # answer belongs under ``key``.
-            response = await self._call_evaluator(request, material, key)
+            response = await self._call_judge(request, material, key)
             flight.response = response
             return response
-        except EvaluatorError as exc:
+        except JudgeError as exc:
             flight.error = exc
             raise
         finally:
@@ -318,7 +318,7 @@ class JudgeCaller(Generic[Request]):
         except Exception:  # the answer is paid for: a cache fault must not fail it
             log.warning("could not keep the judge's answer in the cache", exc_info=True)
 
-    async def _call_evaluator(
+    async def _call_judge(
         self, request: Request, material: Mapping[str, Any] | None, answer_key: str | None = None
     ) -> JudgeResponse:
         if self._dead is not None:
@@ -348,16 +348,16 @@ class JudgeCaller(Generic[Request]):
             if (
                 material is not None
                 and not self.in_process
-                and self.evaluator.cache_key_material(request) != material
+                and self.judge.cache_key_material(request) != material
             ):
                 raise RequestChanged("the request changed while it waited to be sent")
             attempts += 1
-            self.stats.evaluator_calls += 1
+            self.stats.judge_calls += 1
             if outage is not None:
                 answers_seen = outage.answers
             sent_at = time.monotonic()
             if pacing is None and outage is None:
-                response = await self.evaluator.judge(request)
+                response = await self.judge.judge(request)
                 latency = time.monotonic() - sent_at
                 if answer_key is not None and self.cache is not None:
                     await self._keep(answer_key, response)
@@ -366,7 +366,7 @@ class JudgeCaller(Generic[Request]):
                 (pacing.send(), self._clock()) if pacing else ((0, False), 0.0)
             )
             try:
-                response = await self.evaluator.judge(request)
+                response = await self.judge.judge(request)
             except Exception as exc:
                 if await self._judge_down(exc, answers_seen):
                     attempts -= 1
@@ -423,9 +423,9 @@ class JudgeCaller(Generic[Request]):
                 self.stats.cut_resent += 1
             except RequestChanged:
                 raise
-            except EvaluatorError as exc:
+            except JudgeError as exc:
                 self.stats.failures += 1
-                raise EvaluatorError(
+                raise JudgeError(
                     _with_explanation(str(exc), self._explain(exc)),
                     status=exc.status,
                     body=exc.body,
@@ -437,7 +437,7 @@ class JudgeCaller(Generic[Request]):
             except Exception as exc:
                 self.stats.failures += 1
                 self._note_unreachable(exc, attempts)
-                raise _as_evaluator_error(
+                raise _as_judge_error(
                     exc, attempts, self._is_retryable(exc), self._explain(exc)
                 ) from exc
         self._unreachable_streak = -1  # the judge answered once: no longer "dead at the start"
@@ -466,7 +466,7 @@ class JudgeCaller(Generic[Request]):
         or None."""
         if connection_failure(exc) is not None:
             return None  # an SDK may raise a refused connection as a timeout: not an overload
-        overloaded = getattr(self.evaluator, "overloaded", None)
+        overloaded = getattr(self.judge, "overloaded", None)
         kind = overloaded(exc) if callable(overloaded) else None
         if kind not in ("silent", "cut"):
             return None
@@ -474,7 +474,7 @@ class JudgeCaller(Generic[Request]):
         return str(kind)
 
     def _explain(self, exc: BaseException) -> str | None:
-        explain = getattr(self.evaluator, "explain", None)
+        explain = getattr(self.judge, "explain", None)
         if not callable(explain):
             return None
         try:
@@ -492,7 +492,7 @@ class JudgeCaller(Generic[Request]):
         self._unreachable_streak += 1
         if self._unreachable_streak >= self.fail_fast_after and self._dead is None:
             self._dead = JudgeUnreachable(
-                f"the judge {self.evaluator.id} is unreachable: {cause}; stopped after "
+                f"the judge {self.judge.id} is unreachable: {cause}; stopped after "
                 f"{self._unreachable_streak} calls failed in a row before any answer "
                 f"({describe_exception(exc)})"
             )
@@ -507,11 +507,11 @@ class JudgeCaller(Generic[Request]):
             isinstance(exc, Exception)
             and not isinstance(exc, RequestChanged | _MetOutage | _CutByUs)
             and unreachable_cause(exc) is None
-            and bool(self.evaluator.should_retry(exc))
+            and bool(self.judge.should_retry(exc))
         )
 
     def _delay(self, retry_index: int, exc: BaseException | None) -> float:
-        retry_after = self.evaluator.retry_after(exc) if exc is not None else None
+        retry_after = self.judge.retry_after(exc) if exc is not None else None
         return self.policy.delay(retry_index, retry_after=retry_after, rng=self._rng)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -523,10 +523,10 @@ class JudgeCaller(Generic[Request]):
         self.stats.retries += 1
 
 
-def _memo_of(evaluator: object) -> ServerMemo | None:
+def _memo_of(judge: object) -> ServerMemo | None:
     """The memo of the server a paced target calls, by the base URL and model its settings
     name (the keys its own memo is kept under), or None when they name none."""
-    settings = getattr(evaluator, "settings", None)
+    settings = getattr(judge, "settings", None)
     named = settings() if callable(settings) else None
     if not isinstance(named, Mapping):
         return None
@@ -542,9 +542,9 @@ def _with_explanation(message: str, explanation: str | None) -> str:
     return f"{message}; {explanation}"
 
 
-def _as_evaluator_error(
+def _as_judge_error(
     exc: Exception, attempts: int, retryable: bool, explanation: str | None = None
-) -> EvaluatorError:
+) -> JudgeError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     body = getattr(exc, "body", None)
@@ -555,7 +555,7 @@ def _as_evaluator_error(
     if connection is not None and status is None:
         # named by what happened, not by the SDK's class (aiohttp's refusal is raised as a
         # timeout) nor by the backend's explanation of that class
-        return EvaluatorError(
+        return JudgeError(
             f"{connection} after {attempts} attempt{plural}, "
             f"{'retries exhausted' if retryable else 'not retried'} (raised as "
             f"{type(exc).__name__})",
@@ -572,7 +572,7 @@ def _as_evaluator_error(
     message = f"{what} after {attempts} attempt{plural}, {why}"
     if explanation:
         message = f"{message}: {explanation}"
-    return EvaluatorError(
+    return JudgeError(
         f"{message}: {detail}" if detail else message,
         status=status,
         body=body[:2000] if body else None,

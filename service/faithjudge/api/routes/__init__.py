@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from faithjudge.api.routes import batches, config, probes, score
+from faithjudge.api.routes import config, jobs, probes, score
 
 __all__ = ["router"]
 
 router = APIRouter()
-for module in (score, batches, config, probes):
+for module in (score, jobs, config, probes):
     router.include_router(module.router)

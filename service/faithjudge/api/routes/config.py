@@ -1,9 +1,9 @@
-"""What the service scores with: the evaluator, the knowledge base, the modification catalogue."""
+"""What the service scores with: the judge, the knowledge base, the modification catalogue."""
 
 from __future__ import annotations
 
 from faithjudge_client.bodies import (
-    EvaluatorInfo,
+    JudgeInfo,
     KnowledgeBaseInfo,
     ModificationCatalogue,
     ServiceConfig,
@@ -11,6 +11,7 @@ from faithjudge_client.bodies import (
 from fastapi import APIRouter
 
 from faithjudge.api.deps import (
+    AppState,
     JudgeName,
     State,
     Tenant,
@@ -24,21 +25,43 @@ router = APIRouter()
 
 
 @router.get(
-    "/v1/evaluator",
-    response_model=EvaluatorInfo,
-    summary="The frozen evaluator",
+    "/v1/judge",
+    response_model=JudgeInfo,
+    summary="The frozen judge",
     tags=["configuration"],
     responses=problems(401, 422, 503),
+)
+async def judge(
+    state: State,
+    _tenant_name: Tenant,
+    judge: JudgeName = None,
+) -> JudgeInfo:
+    """Judge id, model, decoding settings and the hashes that make runs comparable."""
+    return _judge_info(state, judge)
+
+
+@router.get(
+    "/v1/evaluator",
+    response_model=JudgeInfo,
+    summary="The frozen judge",
+    tags=["configuration"],
+    responses=problems(401, 422, 503),
+    deprecated=True,
 )
 async def evaluator(
     state: State,
     _tenant_name: Tenant,
     judge: JudgeName = None,
-) -> EvaluatorInfo:
-    """Evaluator id, model, decoding settings and the hashes that make runs comparable."""
-    if not state.evaluator_infos:
-        raise HttpProblem(503, "the evaluator is not built yet")
-    return state.evaluator_infos[state.judge_named(judge)]
+) -> JudgeInfo:
+    """Judge id, model, decoding settings and the hashes that make runs comparable."""
+    # the path's older name, still served for clients written before the rename
+    return _judge_info(state, judge)
+
+
+def _judge_info(state: AppState, name: str | None) -> JudgeInfo:
+    if not state.judge_infos:
+        raise HttpProblem(503, "the judge is not built yet")
+    return state.judge_infos[state.judge_named(name)]
 
 
 @router.get(
@@ -49,13 +72,13 @@ async def evaluator(
     responses=problems(401, 503),
 )
 async def config(state: State, _tenant_name: Tenant) -> ServiceConfig:
-    """Every judge a request may name (``judge`` of ``POST /v1/batches`` and ``/v1/score``),
+    """Every judge a request may name (``judge`` of ``POST /v1/jobs`` and ``/v1/score``),
     the default first, each with its frozen configuration."""
-    if not state.evaluator_infos:
-        raise HttpProblem(503, "the evaluator is not built yet")
+    if not state.judge_infos:
+        raise HttpProblem(503, "the judge is not built yet")
     return ServiceConfig(
-        default_judge=next(iter(state.evaluator_infos)),
-        judges=list(state.evaluator_infos.values()),
+        default_judge=next(iter(state.judge_infos)),
+        judges=list(state.judge_infos.values()),
     )
 
 

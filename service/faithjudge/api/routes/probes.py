@@ -34,12 +34,12 @@ async def healthz() -> Health:
     responses={503: {"model": Readiness, "description": "Not ready."}},
 )
 async def readyz(state: State) -> JSONResponse:
-    """The store answers and keeps what the worker writes, and the evaluator is built and
+    """The store answers and keeps what the worker writes, and the judge is built and
     reachable (not while a judge is waited for after it stopped answering, nor when its recent
     lines all failed at the transport stage, nor when its Batch API provider failed the last
     provider phase); with the judge canary on (``FAITHJUDGE_CANARY_FILE``), its last check
     passed: ``canary`` names the drifted grades, or says it has not run yet."""
-    checks = {"store": "ok", "evaluator": "ok"}
+    checks = {"store": "ok", "judge": "ok"}
     if state.store is None:
         checks["store"] = "not open"
     else:
@@ -56,9 +56,9 @@ async def readyz(state: State) -> JSONResponse:
         failing = "; ".join(f"{what}: {why}" for what, why in state.worker.failing.items())
         checks["store"] = f"failing writes ({failing})"[:500]
     if not state.scorers:
-        checks["evaluator"] = "not built"
+        checks["judge"] = "not built"
     elif outages := state.judge_outages():
-        checks["evaluator"] = "; ".join(outages.values())[:500]
+        checks["judge"] = "; ".join(outages.values())[:500]
     elif state.judge_health.failing or state.judge_health.providers_failing:
         failing = "; ".join(
             [
@@ -72,7 +72,9 @@ async def readyz(state: State) -> JSONResponse:
                 for judge, error in state.judge_health.providers_failing.items()
             ]
         )
-        checks["evaluator"] = failing[:500]
+        checks["judge"] = failing[:500]
+    # the judge check's older name, for monitors written before it was renamed
+    checks["evaluator"] = checks["judge"]
     if state.canary is not None:
         checks["canary"] = state.canary.problem or "ok"
     ready = all(v == "ok" for v in checks.values())

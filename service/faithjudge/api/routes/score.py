@@ -36,8 +36,8 @@ class _ReadLikeALine(APIRoute):
     FastAPI's own reader answers 400 "There was an error parsing the body" for whatever
     ``json.loads`` raises besides a decode error (an integer of more than 4,300 digits, text
     that is not UTF-8, nesting past the recursion limit) and lets NaN through to validation;
-    a batch line says what is wrong with the same bytes. Reading the body as a line first gives
-    ``POST /v1/score`` the batch's words, always as a 422 problem.
+    a job line says what is wrong with the same bytes. Reading the body as a line first gives
+    ``POST /v1/score`` the job's words, always as a 422 problem.
     """
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -89,10 +89,10 @@ async def score(
         # a Batch API answer takes minutes to hours: no request waits that long
         raise HttpProblem(
             409,
-            f"the judge {scorer.evaluator_id} works through the provider's Batch API "
-            "(openai-batch:MODEL): submit the line as a batch with POST /v1/batches",
+            f"the judge {scorer.judge_id} works through the provider's Batch API "
+            "(openai-batch:MODEL): submit the line as a job with POST /v1/jobs",
         )
-    # a batch line waits for a judge that stopped answering; a synchronous caller is told
+    # a job line waits for a judge that stopped answering; a synchronous caller is told
     try:
         with call_scope(tenant_name), without_waiting():
             result = await scorer.score(body)

@@ -2,7 +2,12 @@
 
 Times are Unix seconds (floats): the same on SQLite and PostgreSQL, and cheap to compare.
 Request lines are kept as the raw JSON text the client sent; results as ItemResult JSON text.
-Per-line outcome and token columns let the status of a batch be computed with one SQL aggregate.
+Per-line outcome and token columns let the status of a job be computed with one SQL aggregate.
+
+The tables keep the names they had when the service called a job a batch (renaming them would
+take a migration): an ``fj_batches`` row is a job, ``fj_batch_lines`` and ``fj_batch_rejections``
+hold its lines and rejected lines, and a ``batch_id`` column (in every table, the provider
+tables' too) holds a job's id. A provider's Batch API batch id is ``provider_batch_id``.
 """
 
 from __future__ import annotations
@@ -63,13 +68,13 @@ batches = Table(
     Column("idempotency_key", String(200)),
     Column("body_sha256", String(64)),
     Column("detail", Text),
-    # the provider Batch API phase (openai-batch evaluator): workers score the lines only after
+    # the provider Batch API phase (openai-batch judge): workers score the lines only after
     # it is done; one process at a time runs it, under a renewed lease
     Column("provider_done_at", Float),
     Column("provider_owner", String(64)),
     Column("provider_lease_until", Float),
     # the judge the job was uploaded under: its name (``lexicon:v1``), the hash of its
-    # configuration (evaluator settings, prompt set, KB, scoring settings) that a worker must
+    # configuration (judge settings, prompt set, KB, scoring settings) that a worker must
     # offer to score it, and that configuration as JSON (for the status of a waiting job);
     # NULL for jobs stored before judges were recorded
     # Text: a judge is named by its spec (``replay:PATH#judge``), of any length

@@ -46,18 +46,18 @@ from faithjudge.jobs.interface import (
     PHASE_UNDERWAY_PREFIX,
     RECENT_S,
     WAITING_PREFIX,
-    ActiveBatchLimit,
-    BatchRow,
+    ActiveJobLimit,
     ClaimedLine,
     DoneLine,
     IdempotencyConflict,
     JobJudge,
+    JobRow,
     JobStore,
     KeptAnswer,
     LineCounts,
     ProviderLedger,
     StoreUnavailable,
-    new_batch_id,
+    new_job_id,
 )
 from faithjudge.jobs.provider_ledger import Render
 from faithjudge.jobs.sql.errors import shielded as _shielded
@@ -117,8 +117,8 @@ def _of_judges(keys: Iterable[str | None]) -> Any:
     return or_(*ways) if ways else false()
 
 
-def _row(mapping: Any) -> BatchRow:
-    return BatchRow(**{name: mapping[name] for name in BatchRow.__slots__})
+def _row(mapping: Any) -> JobRow:
+    return JobRow(**{name: mapping[name] for name in JobRow.__slots__})
 
 
 class SqlJobStore:
@@ -214,7 +214,7 @@ class SqlJobStore:
     # ------------------------------------------------------------------ ingest
 
     @_shielded
-    async def begin_batch(
+    async def begin_job(
         self,
         *,
         tenant: str,
@@ -222,18 +222,18 @@ class SqlJobStore:
         idempotency_key: str | None,
         judge: JobJudge | None = None,
         max_active: int | None = None,
-    ) -> BatchRow:
+    ) -> JobRow:
         """Create a batch in state ``ingesting`` (invisible to workers until ``finish_ingest``),
         recording the judge it is to be scored with.
 
         With ``max_active`` the tenant's occupied slots are counted and the row inserted in one
         transaction that holds the tenant's lock (PostgreSQL: a transaction-scoped advisory
         lock; SQLite: the one writer's ``BEGIN IMMEDIATE``), so concurrent uploads cannot both
-        see a free slot; ``ActiveBatchLimit`` when none is left.
+        see a free slot; ``ActiveJobLimit`` when none is left.
         """
         self._check_file()
         now = time.time()
-        batch_id = new_batch_id()
+        batch_id = new_job_id()
         values: dict[str, Any] = {
             "id": batch_id,
             "tenant": tenant,
@@ -252,7 +252,7 @@ class SqlJobStore:
                 await conn.execute(insert(batches).values(values))
         except IntegrityError as exc:
             raise IdempotencyConflict(idempotency_key) from exc
-        row = await self.get_batch(tenant, batch_id)
+        row = await self.get_job(tenant, batch_id)
         assert row is not None
         return row
 
@@ -317,7 +317,7 @@ class SqlJobStore:
         rejections: list[dict[str, Any]],
         body_sha256: str,
         rejected: int | None = None,
-    ) -> BatchRow:
+    ) -> JobRow:
         """Hand an uploaded batch to the workers (``queued``). ``rejections`` are kept in the
         row (the first ones only, when ``rejected`` counts more)."""
         self._check_file()  # the 202 promises the lines are kept
@@ -344,14 +344,14 @@ class SqlJobStore:
         return _row(found)
 
     @_shielded
-    async def discard_batch(self, batch_id: str) -> None:
+    async def discard_job(self, batch_id: str) -> None:
         """Remove a batch whose upload failed (it was never acknowledged)."""
         async with self._writer.begin() as conn:
             await conn.execute(delete(batch_lines).where(batch_lines.c.batch_id == batch_id))
             await conn.execute(delete(batches).where(batches.c.id == batch_id))
 
     @_shielded
-    async def find_by_idempotency_key(self, tenant: str, key: str) -> BatchRow | None:
+    async def find_by_idempotency_key(self, tenant: str, key: str) -> JobRow | None:
         async with self._reader.connect() as conn:
             found = (
                 (
@@ -382,7 +382,7 @@ class SqlJobStore:
     # ------------------------------------------------------------------ reading
 
     @_shielded
-    async def get_batch(self, tenant: str, batch_id: str) -> BatchRow | None:
+    async def get_job(self, tenant: str, batch_id: str) -> JobRow | None:
         """The batch if it exists, belongs to ``tenant`` and finished uploading."""
         async with self._reader.connect() as conn:
             found = (
@@ -427,9 +427,9 @@ class SqlJobStore:
         )
 
     @_shielded
-    async def list_batches(
+    async def list_jobs(
         self, tenant: str, *, limit: int, before: tuple[float, str] | None
-    ) -> list[BatchRow]:
+    ) -> list[JobRow]:
         """The tenant's batches, newest first, strictly after the ``before`` keyset position."""
         query = select(batches).where(batches.c.tenant == tenant, batches.c.status != "ingesting")
         if before is not None:
@@ -487,7 +487,7 @@ class SqlJobStore:
     # ------------------------------------------------------------------ control
 
     @_shielded
-    async def cancel(self, tenant: str, batch_id: str) -> BatchRow | None:
+    async def cancel(self, tenant: str, batch_id: str) -> JobRow | None:
         now = time.time()
         async with self._writer.begin() as conn:
             cancelled = await conn.execute(
@@ -507,7 +507,7 @@ class SqlJobStore:
                     .where(batch_lines.c.batch_id == batch_id, batch_lines.c.state == LEASED)
                     .values(state=PENDING, owner=None, lease_until=None)
                 )
-        return await self.get_batch(tenant, batch_id)
+        return await self.get_job(tenant, batch_id)
 
     @_shielded
     async def retry_transport_failures(
@@ -598,7 +598,7 @@ class SqlJobStore:
                 )
 
     @_shielded
-    async def active_batch_ids(
+    async def active_job_ids(
         self,
         limit: int = 32,
         *,
@@ -780,7 +780,7 @@ class SqlJobStore:
                 )
 
     @_shielded
-    async def waiting_batches(self, judges: Collection[str], *, limit: int = 32) -> list[BatchRow]:
+    async def waiting_jobs(self, judges: Collection[str], *, limit: int = 32) -> list[JobRow]:
         """Active jobs recorded with a judge not in ``judges`` on which nobody works now (no
         live lease on a line, no provider phase held), oldest first."""
         now = time.time()
@@ -929,7 +929,7 @@ class SqlJobStore:
             )
 
     @_shielded
-    async def fail_batch(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+    async def fail_job(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
         """End an active job as ``failed`` with the reason, keeping what was scored; with
         ``owner``, only while that process still holds the job's provider phase."""
         now = time.time()
@@ -1123,7 +1123,7 @@ _SLOT_LOCK = 74656922
 
 
 async def _check_slots(conn: AsyncConnection, tenant: str, max_active: int) -> None:
-    """Raise ``ActiveBatchLimit`` when ``tenant`` occupies ``max_active`` slots; called inside
+    """Raise ``ActiveJobLimit`` when ``tenant`` occupies ``max_active`` slots; called inside
     the inserting transaction, which keeps the tenant locked until it commits."""
     if conn.dialect.name == "postgresql":
         await conn.execute(
@@ -1136,7 +1136,7 @@ async def _check_slots(conn: AsyncConnection, tenant: str, max_active: int) -> N
         .where(batches.c.tenant == tenant, batches.c.status.in_(OCCUPYING_STATES))
     )
     if int(occupied or 0) >= max_active:
-        raise ActiveBatchLimit(tenant)
+        raise ActiveJobLimit(tenant)
 
 
 def _sqlite_setup(engine: AsyncEngine, *, immediate: bool) -> None:

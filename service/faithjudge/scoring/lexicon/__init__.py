@@ -1,7 +1,7 @@
 """Pure rules of the offline ``lexicon`` judge: KB concept matching, cue and tone lexicons.
 
 Each metric function takes the compiled lexicon (``compile_lexicon`` of the JSON files in
-``knowledge_base/lexicons/``, loaded by the evaluator), the CoT and the structured inputs the
+``knowledge_base/lexicons/``, loaded by the judge), the CoT and the structured inputs the
 pipeline rendered the prompt from, and returns the reply an LLM judge would emit
 (schemas/*.schema.json). Quotes are always exact slices of the original CoT (whole sentences),
 so the evidence check passes. Modules: ``text`` (sentences, stems, phrase lists), ``negation``,
@@ -86,7 +86,7 @@ RULES.register("confidence_tone", confidence_tone)
 
 
 def register_rule(metric: str, rule: Rule | str, *, replace: bool = False) -> None:
-    """Give the offline evaluator a rule for ``metric`` (a metric registered in the catalogue):
+    """Give the offline judge a rule for ``metric`` (a metric registered in the catalogue):
     the function, or a lazy ``"module:function"`` reference.
 
     Raises:
@@ -106,7 +106,7 @@ def judge_metric(lex: Lexicon, metric: str, inputs: Mapping[str, Any]) -> dict[s
         rule = RULES.get(metric)
     except UnknownName:
         raise ValueError(
-            f"the lexicon evaluator has no rule for metric {metric!r}; known: "
+            f"the lexicon judge has no rule for metric {metric!r}; known: "
             f"{', '.join(RULES.names())}"
         ) from None
     cot = inputs.get("cot")

@@ -3,7 +3,7 @@
 Images travel as base64 PNG data URIs in ``image_url`` parts, before the text of their turn.
 Calls go through the judge's transport (``faithjudge.transport.resilience.JudgeCaller``): the
 same concurrency limiter, backoff policy (METHODS §1.14: base 1 s, x2, 5 retries, jitter) and
-transient-error classification as the evaluator, and the same client factory
+transient-error classification as the judge, and the same client factory
 (``faithjudge.transport.providers.make_openai_client``, SDK retries off). Generation is greedy:
 temperature 0 and a fixed seed where the server honours one.
 """
@@ -20,7 +20,7 @@ import anyio
 import orjson
 from faithjudge_client.retry import RetryPolicy
 
-from faithjudge.errors import EvaluatorError
+from faithjudge.errors import JudgeError
 from faithjudge.sidecar.backends.base import Conversation, Generation
 from faithjudge.transport.base import JudgeResponse
 from faithjudge.transport.chat import max_tokens_field_for
@@ -106,7 +106,7 @@ async def generate_through(
         messages = await anyio.to_thread.run_sync(chat_messages, conversation)
         try:
             response = await caller.call(ChatCall(body(messages)))
-        except EvaluatorError as exc:
+        except JudgeError as exc:
             results[index] = Generation("", "error", error=str(exc)[:500])
             return
         results[index] = read_completion(response.text)

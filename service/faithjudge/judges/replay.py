@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 from faithjudge_client.metric_catalogue import metric_names
 
-from faithjudge.errors import ConfigError, EvaluatorError
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.errors import ConfigError, JudgeError
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.transport.base import JudgeResponse
 
-__all__ = ["ReplayEvaluator"]
+__all__ = ["ReplayJudge"]
 
 _Key = tuple[str, str]
 
@@ -29,7 +29,7 @@ def _describe(judges: set[str | None]) -> str:
     return ", ".join(sorted(j if j is not None else "(unnamed)" for j in judges))
 
 
-class ReplayEvaluator:
+class ReplayJudge:
     """Serves the recorded response of each (item, metric) from ``path``."""
 
     reads_prompt = False  # grades from the request's inputs
@@ -135,7 +135,7 @@ class ReplayEvaluator:
         if request.item_id is not None:
             text = self._records.get((request.item_id, request.metric))
         if text is None:
-            raise EvaluatorError(
+            raise JudgeError(
                 f"no recorded response for item {request.item_id} metric {request.metric}",
                 status=None,
             )

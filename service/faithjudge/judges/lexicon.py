@@ -23,11 +23,11 @@ import orjson
 
 from faithjudge.assets import asset_dir
 from faithjudge.errors import ConfigError
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.scoring.lexicon import RULES_VERSION, Lexicon, compile_lexicon, judge_metric
 from faithjudge.transport.base import JudgeResponse
 
-__all__ = ["DEFAULT_LEXICON_DIR", "LexiconEvaluator", "load_lexicon"]
+__all__ = ["DEFAULT_LEXICON_DIR", "LexiconJudge", "load_lexicon"]
 
 # Through asset_dir, so an installed wheel (assets under service/_assets) finds them too.
 DEFAULT_LEXICON_DIR = asset_dir("knowledge_base") / "lexicons"
@@ -55,7 +55,7 @@ def load_lexicon(directory: Path) -> tuple[Lexicon, dict[str, Any]]:
     return lexicon, {"id": manifest.get("id"), "version": manifest.get("version"), "files": hashes}
 
 
-class LexiconEvaluator:
+class LexiconJudge:
     """Grades CF, CA and CT with word lists and knowledge-base matching (no network)."""
 
     reads_prompt = False  # grades from the request's inputs

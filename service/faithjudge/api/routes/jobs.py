@@ -1,65 +1,96 @@
-"""The batch endpoints: upload, list, status, events, results, report, cancel."""
+"""The job endpoints: upload, list, status, events, results, report, retry, cancel.
+
+Each is served under ``/v1/jobs`` and, marked deprecated in the OpenAPI document, under the
+``/v1/batches`` it had before the service's unit of work was called a job: the same handler, so
+both paths answer the same. (A provider's Batch API batch is a provider batch; it has no route.)
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import time
-from collections.abc import AsyncIterator
-from typing import Annotated, Literal
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import orjson
 from faithjudge_client.bodies import (
     NDJSON,
     TERMINAL_STATES,
-    BatchAccepted,
-    BatchPage,
-    BatchRetry,
-    BatchStatus,
+    JobAccepted,
+    JobPage,
+    JobRetry,
+    JobStatus,
 )
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from faithjudge.api.deps import (
     AppState,
-    BatchId,
+    JobId,
     JudgeName,
     State,
     Store,
     Tenant,
     rejections_of,
-    tenant_batch,
+    tenant_job,
 )
 from faithjudge.api.examples import (
-    BATCH_BODY,
     EXAMPLE_RESULT,
+    JOB_BODY,
     problems,
 )
 from faithjudge.api.keys import LIMIT_NAMES
 from faithjudge.api.problems import HttpProblem
-from faithjudge.api.uploads import ReadDeadline, batch_body
-from faithjudge.jobs.ingest import IngestLimits, TooManyActiveBatches, submit_batch
-from faithjudge.jobs.interface import ActiveBatchLimit
+from faithjudge.api.uploads import ReadDeadline, job_body
+from faithjudge.jobs.ingest import IngestLimits, TooManyActiveJobs, submit_job
+from faithjudge.jobs.interface import ActiveJobLimit
 from faithjudge.jobs.results import render_report, result_lines
-from faithjudge.jobs.status import batch_status
+from faithjudge.jobs.status import job_status
+
+__all__ = ["JOBS", "OLD_JOBS", "router"]
+
+JOBS = "/v1/jobs"
+OLD_JOBS = "/v1/batches"
 
 router = APIRouter()
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
 
-@router.post(
-    "/v1/batches",
+def _route(method: str, path: str, **options: Any) -> Callable[[Endpoint], Endpoint]:
+    """Serve the decorated handler at ``/v1/jobs{path}`` and, deprecated, at the same path
+    under ``/v1/batches`` (a client written before the rename keeps working)."""
+
+    def register(endpoint: Endpoint) -> Endpoint:
+        router.add_api_route(JOBS + path, endpoint, methods=[method], tags=["jobs"], **options)
+        router.add_api_route(
+            OLD_JOBS + path,
+            endpoint,
+            methods=[method],
+            tags=["jobs"],
+            deprecated=True,
+            name=f"{endpoint.__name__}_old_path",
+            **options,
+        )
+        return endpoint
+
+    return register
+
+
+@_route(
+    "POST",
+    "",
     status_code=202,
-    response_model=BatchAccepted,
-    summary="Submit a batch (JSONL)",
-    tags=["batches"],
-    openapi_extra=BATCH_BODY,
+    response_model=JobAccepted,
+    summary="Submit a job (JSONL)",
+    openapi_extra=JOB_BODY,
     responses={
-        200: {"model": BatchAccepted, "description": "Replay of an earlier identical upload."},
+        200: {"model": JobAccepted, "description": "Replay of an earlier identical upload."},
         **problems(401, 408, 409, 413, 415, 422, 429),
     },
 )
-async def create_batch(
+async def create_job(
     request: Request,
     state: State,
     store: Store,
@@ -69,24 +100,24 @@ async def create_batch(
     idempotency_key: Annotated[
         str | None,
         Header(
-            alias="Idempotency-Key", max_length=200, description="Same key + same body: same batch."
+            alias="Idempotency-Key", max_length=200, description="Same key + same body: same job."
         ),
     ] = None,
 ) -> Response:
-    """Validate every line, store the accepted ones, then queue the batch (202).
+    """Validate every line, store the accepted ones, then queue the job (202).
 
     Rejected lines are listed with their line number and reason and get no result.
     """
     chosen = state.job_judges.get(state.judge_named(judge))
     limits = _limits(state, tenant)
-    body = batch_body(
+    body = job_body(
         request,
         limits.max_body_bytes,
         deadline=ReadDeadline(
             state.settings.upload_read_timeout_s, state.settings.upload_min_bytes_per_s
         ),
     )
-    submission = await submit_batch(
+    submission = await submit_job(
         store,
         body,
         tenant=tenant,
@@ -111,18 +142,18 @@ def _limits(state: AppState, tenant: str) -> IngestLimits:
         max_body_bytes=values["max_body_bytes"],
         max_lines=values["max_batch_lines"],
         max_line_bytes=settings.max_score_body_bytes,
-        max_active_batches=values["max_active_batches"],
+        max_active_jobs=values["max_active_batches"],
     )
 
 
-@router.get(
-    "/v1/batches",
-    response_model=BatchPage,
-    summary="List the tenant's batches",
-    tags=["batches"],
+@_route(
+    "GET",
+    "",
+    response_model=JobPage,
+    summary="List the tenant's jobs",
     responses=problems(401, 422),
 )
-async def list_batches(
+async def list_jobs(
     state: State,
     store: Store,
     tenant: Tenant,
@@ -130,105 +161,105 @@ async def list_batches(
     cursor: Annotated[
         str | None, Query(max_length=200, description="next_cursor of the previous page.")
     ] = None,
-) -> BatchPage:
+) -> JobPage:
     """Newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
     before = _decode_cursor(cursor) if cursor else None
-    rows = await store.list_batches(tenant, limit=limit + 1, before=before)
-    items = [await batch_status(store, row, state.settings) for row in rows[:limit]]
+    rows = await store.list_jobs(tenant, limit=limit + 1, before=before)
+    items = [await job_status(store, row, state.settings) for row in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]
         next_cursor = base64.urlsafe_b64encode(f"{last.created_at!r}|{last.id}".encode()).decode()
-    return BatchPage(items=items, next_cursor=next_cursor)
+    return JobPage(items=items, next_cursor=next_cursor)
 
 
 def _decode_cursor(cursor: str) -> tuple[float, str]:
     try:
-        created, _, batch_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return float(created), batch_id
+        created, _, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return float(created), job_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise HttpProblem(422, "invalid cursor: pass next_cursor from the previous page") from None
 
 
-@router.get(
-    "/v1/batches/{batch_id}",
-    response_model=BatchStatus,
-    summary="Status of a batch",
-    tags=["batches"],
+@_route(
+    "GET",
+    "/{job_id}",
+    response_model=JobStatus,
+    summary="Status of a job",
     responses=problems(401, 404),
 )
-async def get_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchId) -> BatchStatus:
+async def get_job(state: State, store: Store, tenant: Tenant, job_id: JobId) -> JobStatus:
     """Counts per status and failure stage, progress and ETA."""
-    row = await tenant_batch(store, tenant, batch_id)
-    return state.outage_detail(await batch_status(store, row, state.settings), row.judge_key)
+    row = await tenant_job(store, tenant, job_id)
+    return state.outage_detail(await job_status(store, row, state.settings), row.judge_key)
 
 
-@router.delete(
-    "/v1/batches/{batch_id}",
-    response_model=BatchStatus,
-    summary="Cancel a batch",
-    tags=["batches"],
+@_route(
+    "DELETE",
+    "/{job_id}",
+    response_model=JobStatus,
+    summary="Cancel a job",
     responses=problems(401, 404),
 )
-async def cancel_batch(
-    state: State, store: Store, tenant: Tenant, batch_id: BatchId
-) -> BatchStatus:
-    """Stop scoring the batch; lines already scored keep their results."""
-    await tenant_batch(store, tenant, batch_id)
-    row = await store.cancel(tenant, batch_id)
+async def cancel_job(state: State, store: Store, tenant: Tenant, job_id: JobId) -> JobStatus:
+    """Stop scoring the job; lines already scored keep their results."""
+    await tenant_job(store, tenant, job_id)
+    row = await store.cancel(tenant, job_id)
     assert row is not None
-    return await batch_status(store, row, state.settings)
+    return await job_status(store, row, state.settings)
 
 
-@router.post(
-    "/v1/batches/{batch_id}/retry",
+@_route(
+    "POST",
+    "/{job_id}/retry",
     status_code=202,
-    response_model=BatchRetry,
-    summary="Retry a batch's transport failures",
-    tags=["batches"],
+    response_model=JobRetry,
+    summary="Retry a job's transport failures",
     responses={
-        200: {"model": BatchRetry, "description": "No line had a transport failure."},
+        200: {"model": JobRetry, "description": "No line had a transport failure."},
         **problems(401, 404, 409, 429),
     },
 )
-async def retry_batch(state: State, store: Store, tenant: Tenant, batch_id: BatchId) -> Response:
-    """Score again the lines of a completed batch whose grades failed at the ``transport``
+async def retry_job(state: State, store: Store, tenant: Tenant, job_id: JobId) -> Response:
+    """Score again the lines of a completed job whose grades failed at the ``transport``
     stage (the judge was down or kept refusing), once the judge is back; every other line keeps
     its result. 202 with the count when lines were queued, 200 when there was none; 409 while
-    the batch is still scored, or once it was cancelled or failed; 429 when the tenant has no
-    free batch slot for it (the batch is queued again, so it takes one)."""
-    row = await tenant_batch(store, tenant, batch_id)
-    slots = _limits(state, tenant).max_active_batches
+    the job is still scored, or once it was cancelled or failed; 429 when the tenant has no
+    free job slot for it (the job is queued again, so it takes one)."""
+    row = await tenant_job(store, tenant, job_id)
+    slots = _limits(state, tenant).max_active_jobs
     try:
-        requeued = await store.retry_transport_failures(tenant, batch_id, max_active=slots)
-    except ActiveBatchLimit:
-        raise TooManyActiveBatches(
-            f"this tenant already has {slots} unfinished batches; wait for one to finish or "
-            "cancel one, then retry this batch",
-            field="batches",
+        requeued = await store.retry_transport_failures(tenant, job_id, max_active=slots)
+    except ActiveJobLimit:
+        raise TooManyActiveJobs(
+            f"this tenant already has {slots} unfinished jobs; wait for one to finish or "
+            "cancel one, then retry this job",
+            field="jobs",
         ) from None
     if requeued is None:
         raise HttpProblem(
             409,
-            f"batch {batch_id!r} is {row.status}: only a completed batch's transport failures "
+            f"job {job_id!r} is {row.status}: only a completed job's transport failures "
             "are retried"
             + (", once it has completed" if row.status not in TERMINAL_STATES else ""),
         )
     if requeued and state.worker is not None:
         state.worker.notify()
-    after = await tenant_batch(store, tenant, batch_id)
-    body = BatchRetry(requeued=requeued, batch=await batch_status(store, after, state.settings))
+    after = await tenant_job(store, tenant, job_id)
+    status = await job_status(store, after, state.settings)
+    # ``batch`` too: SDKs from before the rename require it
+    body = JobRetry(requeued=requeued, job=status, batch=status)
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if requeued else 200)
 
 
-@router.get(
-    "/v1/batches/{batch_id}/events",
+@_route(
+    "GET",
+    "/{job_id}/events",
     summary="Progress events (SSE)",
-    tags=["batches"],
     response_class=StreamingResponse,
     responses={
         200: {
-            "description": "`event: progress` with a BatchStatus, then `event: end`.",
+            "description": "`event: progress` with a JobStatus, then `event: end`.",
             "content": {
                 "text/event-stream": {
                     "schema": {"type": "string"},
@@ -241,20 +272,20 @@ async def retry_batch(state: State, store: Store, tenant: Tenant, batch_id: Batc
         **problems(401, 404),
     },
 )
-async def batch_events(
-    request: Request, state: State, store: Store, tenant: Tenant, batch_id: BatchId
+async def job_events(
+    request: Request, state: State, store: Store, tenant: Tenant, job_id: JobId
 ) -> StreamingResponse:
     """Server-sent events: progress at most once a second and on change, then ``end``."""
-    await tenant_batch(store, tenant, batch_id)
+    await tenant_job(store, tenant, job_id)
 
     async def events() -> AsyncIterator[bytes]:
         last = b""
         last_sent = time.monotonic()
         while True:
-            row = await store.get_batch(tenant, batch_id)
+            row = await store.get_job(tenant, job_id)
             if row is None:
                 return
-            status = await batch_status(store, row, state.settings)
+            status = await job_status(store, row, state.settings)
             data = orjson.dumps(status.model_dump(mode="json"))
             if data != last:
                 yield b"event: progress\ndata: " + data + b"\n\n"
@@ -276,10 +307,10 @@ async def batch_events(
     )
 
 
-@router.get(
-    "/v1/batches/{batch_id}/results",
+@_route(
+    "GET",
+    "/{job_id}/results",
     summary="Results (NDJSON, in line order)",
-    tags=["batches"],
     response_class=StreamingResponse,
     responses={
         200: {
@@ -294,20 +325,20 @@ async def batch_events(
         **problems(401, 404, 422),
     },
 )
-async def batch_results(
+async def job_results(
     store: Store,
     tenant: Tenant,
-    batch_id: BatchId,
+    job_id: JobId,
     offset: Annotated[
         int, Query(ge=0, le=10_000_000, description="First result index to return (0-based).")
     ] = 0,
 ) -> StreamingResponse:
     """Stream the results; resume with ``offset`` = the number of lines already received."""
-    row = await tenant_batch(store, tenant, batch_id)
+    row = await tenant_job(store, tenant, job_id)
     contiguous = row.status not in TERMINAL_STATES
     lines = result_lines(
         store,
-        batch_id,
+        job_id,
         start=offset,
         contiguous=contiguous,
         total=row.total,
@@ -316,10 +347,10 @@ async def batch_results(
     return StreamingResponse(lines, media_type=NDJSON)
 
 
-@router.get(
-    "/v1/batches/{batch_id}/report",
+@_route(
+    "GET",
+    "/{job_id}/report",
     summary="Report of the lines done",
-    tags=["batches"],
     responses={
         200: {
             "description": "JSON, Markdown or a self-contained HTML page.",
@@ -338,19 +369,19 @@ async def batch_results(
         **problems(401, 404, 422),
     },
 )
-async def batch_report(
+async def job_report(
     store: Store,
     tenant: Tenant,
-    batch_id: BatchId,
+    job_id: JobId,
     format: Annotated[Literal["json", "md", "html"], Query()] = "json",
     bootstrap: Annotated[int, Query(ge=10, le=10_000, description="Bootstrap resamples.")] = 1000,
     seed: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> Response:
     """Aggregates, coverage diagnostics and gates (faithjudge.reports) over the results so far."""
-    row = await tenant_batch(store, tenant, batch_id)
+    row = await tenant_job(store, tenant, job_id)
     rejections = rejections_of(store, row)
     text = await render_report(
-        store, batch_id, fmt=format, bootstrap=bootstrap, seed=seed, rejections=rejections
+        store, job_id, fmt=format, bootstrap=bootstrap, seed=seed, rejections=rejections
     )
     media = {"json": "application/json", "md": "text/markdown; charset=utf-8"}
     return Response(text, media_type=media.get(format, "text/html; charset=utf-8"))

@@ -1,6 +1,6 @@
-"""A benchmark-only evaluator: answers every call at once, in process, with no HTTP.
+"""A benchmark-only judge: answers every call at once, in process, with no HTTP.
 
-It implements the ``Evaluator`` protocol of ``service/faithjudge/evaluators/base.py``. Each answer
+It implements the ``Judge`` protocol of ``service/faithjudge/judges/base.py``. Each answer
 is a
 schema-valid reply quoting the first sentence of the fenced CoT (score 3), or none (score 1)
 when no sentence is found, like the fake judge's ``quote_mode first_sentence``. A spec
@@ -21,12 +21,12 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import orjson
-from faithjudge.evaluators import register_evaluator
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.judges import register_judge
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse, Usage
 
-__all__ = ["INSTANCES", "BenchEvaluator", "register", "total_calls"]
+__all__ = ["INSTANCES", "BenchJudge", "register", "total_calls"]
 
 BASE_URL = "inproc://bench/v1"
 _FENCE = re.compile(
@@ -34,7 +34,7 @@ _FENCE = re.compile(
 )
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
-INSTANCES: list[BenchEvaluator] = []
+INSTANCES: list[BenchJudge] = []
 
 
 def _first_sentence(user: str) -> str | None:
@@ -71,7 +71,7 @@ def _reply(metric: str, quote: str | None) -> dict[str, Any]:
     return reply
 
 
-class BenchEvaluator:
+class BenchJudge:
     """Instant in-process judge (see the module docstring)."""
 
     def __init__(self, model: str) -> None:
@@ -133,15 +133,15 @@ class BenchEvaluator:
         return None
 
 
-def _factory(target: str, settings: Settings) -> BenchEvaluator:
-    return BenchEvaluator(target)
+def _factory(target: str, settings: Settings) -> BenchJudge:
+    return BenchJudge(target)
 
 
 def register() -> None:
-    """Make ``bench:MODEL`` evaluator specs build a :class:`BenchEvaluator`."""
-    register_evaluator("bench", _factory)
+    """Make ``bench:MODEL`` judge specs build a :class:`BenchJudge`."""
+    register_judge("bench", _factory)
 
 
 def total_calls() -> int:
-    """Calls made by every bench evaluator of this process."""
+    """Calls made by every bench judge of this process."""
     return sum(instance.calls for instance in INSTANCES)

@@ -24,8 +24,8 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.openai import (
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.openai import (
     Overload,
     ResponseFormatMode,
     chat_cache_material,
@@ -46,10 +46,10 @@ from faithjudge.transport.judge_servers import (
 from faithjudge.transport.openai_errors import LiteLLMErrors
 from faithjudge.transport.providers import litellm_route, load_litellm
 
-__all__ = ["LiteLLMEvaluator"]
+__all__ = ["LiteLLMJudge"]
 
 
-class LiteLLMEvaluator:
+class LiteLLMJudge:
     """A frozen judge reached through ``litellm.acompletion``."""
 
     def __init__(

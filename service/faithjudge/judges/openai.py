@@ -54,7 +54,7 @@ from urllib.parse import urlsplit, urlunsplit
 import openai
 import orjson
 
-from faithjudge.evaluators.base import JudgeRequest
+from faithjudge.judges.base import JudgeRequest
 from faithjudge.transport.base import JudgeResponse, RequestChanged
 from faithjudge.transport.chat import (
     CONTEXT_FULL,
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = [
-    "OpenAIEvaluator",
+    "OpenAIJudge",
     "ResponseFormatMode",
     "chat_cache_material",
     "explain_chat_failure",
@@ -229,7 +229,7 @@ def _timeout_of(client: AsyncOpenAI) -> float | None:
     return float(read) if isinstance(read, int | float) else None
 
 
-class OpenAIEvaluator:
+class OpenAIJudge:
     """A frozen judge served through the OpenAI chat completions API.
 
     ``response_format`` is ``auto`` (learn what the server takes) or a format to force;

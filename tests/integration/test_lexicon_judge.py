@@ -1,4 +1,4 @@
-"""The ``lexicon`` evaluator end to end: registry, grading, determinism, reader study.
+"""The ``lexicon`` judge end to end: registry, grading, determinism, reader study.
 
 Every output must pass the real verification (parse, schema, evidence) on the demo file, on a
 generated corpus of awkward CoTs, and on the reader study (skipped without ../shared/data).
@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from faithjudge.evaluators import make_evaluator
-from faithjudge.evaluators.base import JudgeRequest
-from faithjudge.evaluators.lexicon import LexiconEvaluator
+from faithjudge.judges import make_judge
+from faithjudge.judges.base import JudgeRequest
+from faithjudge.judges.lexicon import LexiconJudge
 from faithjudge.pipeline.runtime import open_scorer
 from faithjudge.runners.file_runner import score_file
 from faithjudge.settings import Settings
@@ -35,7 +35,7 @@ BAD_STAGES = {"parse", "schema", "evidence", "transport"}
 
 
 def _settings(tmp: Path) -> Settings:
-    return Settings(evaluator="lexicon:v1", data_dir=tmp / "data", cache=False)
+    return Settings(judge="lexicon:v1", data_dir=tmp / "data", cache=False)
 
 
 def _score(requests: list[dict[str, Any]], tmp: Path) -> list[dict[str, Any]]:
@@ -67,16 +67,16 @@ def _failures(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 
 def test_registry_builds_the_lexicon_backend() -> None:
     for spec in ("lexicon:v1", "lexicon:default"):
-        evaluator = make_evaluator(spec)
-        assert isinstance(evaluator, LexiconEvaluator) and evaluator.id == "lexicon:v1"
-    evaluator = LexiconEvaluator()
-    files = evaluator.settings()["lexicon"]["files"]
+        judge = make_judge(spec)
+        assert isinstance(judge, LexiconJudge) and judge.id == "lexicon:v1"
+    judge = LexiconJudge()
+    files = judge.settings()["lexicon"]["files"]
     assert set(files) >= {"negation.json", "tone.json", "cues.json", "influence.json"}
     assert all(len(digest) == 64 for digest in files.values())
     request = JudgeRequest("confidence_tone", (), {}, "confidence_tone", {"cot": "Clear."})
-    assert evaluator.cache_key_material(request) is None
-    assert evaluator.should_retry(RuntimeError()) is False
-    assert evaluator.retry_after(RuntimeError()) is None
+    assert judge.cache_key_material(request) is None
+    assert judge.should_retry(RuntimeError()) is False
+    assert judge.retry_after(RuntimeError()) is None
 
 
 # ---------------------------------------------------------------- grading
@@ -182,7 +182,7 @@ def test_two_processes_write_byte_identical_files(tmp_path: Path) -> None:
             str(DEMO),
             "-o",
             str(out),
-            "--evaluator",
+            "--judge",
             "lexicon:v1",
             "--no-cache",
             "--no-progress",
@@ -266,7 +266,7 @@ def test_each_half_judged_by_the_rules_it_did_not_shape_meets_the_targets(
         pytest.skip("needs ../shared/data (reader study)")
     from faithjudge.agreement import load_reader_study
     from faithjudge.agreement.halves import split_half_agreement
-    from faithjudge.evaluators.lexicon import DEFAULT_LEXICON_DIR
+    from faithjudge.judges.lexicon import DEFAULT_LEXICON_DIR
 
     from benchmarks.lexicon_agreement import (
         DEVELOPED_ON,

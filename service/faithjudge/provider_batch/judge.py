@@ -1,11 +1,11 @@
-"""The ``openai-batch`` evaluator: the judge as the provider's Batch API route reaches it.
+"""The ``openai-batch`` judge: the judge as the provider's Batch API route reaches it.
 
 It builds exactly the requests of ``openai:MODEL`` under the same cache keys and never calls
 the provider itself: a batch phase (``faithjudge.provider_batch.file_route`` for the CLI, the
 job worker's for the service) sends them and records the answers, and ``judge`` reads what it
 recorded. The CLI's ledger of parts, files and batches lives in the data directory; the
-service's in the job store (``bind`` points the evaluator there). ``build`` is the backend's
-factory, registered by reference in ``faithjudge.evaluators``.
+service's in the job store (``bind`` points the judge there). ``build`` is the backend's
+factory, registered by reference in ``faithjudge.judges``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from faithjudge.errors import EvaluatorError
-from faithjudge.evaluators.base import Evaluator, JudgeRequest
+from faithjudge.errors import JudgeError
+from faithjudge.judges.base import Judge, JudgeRequest
 from faithjudge.provider_batch.file_ledger import BatchLedger
 from faithjudge.settings import Settings
 from faithjudge.transport.base import JudgeResponse
@@ -24,12 +24,12 @@ from faithjudge.transport.cache import cache_key
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from faithjudge.evaluators.openai import OpenAIEvaluator
+    from faithjudge.judges.openai import OpenAIJudge
 
 __all__ = [
     "CLI_RETRY_HINT",
     "AnswerSource",
-    "OpenAIBatchEvaluator",
+    "OpenAIBatchJudge",
     "build",
     "ledger_path",
     "open_ledger",
@@ -51,7 +51,7 @@ def ledger_path(settings: Settings) -> Path:
     return settings.data_dir / "batch_ledger.sqlite3"
 
 
-class OpenAIBatchEvaluator:
+class OpenAIBatchJudge:
     """The judge as the batch route reaches it: same requests and keys as ``openai:MODEL``.
 
     ``judge`` is reached only for a request the response cache does not answer; it returns the
@@ -61,7 +61,7 @@ class OpenAIBatchEvaluator:
 
     route = "batch"
 
-    def __init__(self, inner: OpenAIEvaluator, ledger: BatchLedger) -> None:
+    def __init__(self, inner: OpenAIJudge, ledger: BatchLedger) -> None:
         self.inner = inner
         self.ledger = ledger
         self.answers: AnswerSource = ledger
@@ -112,13 +112,13 @@ class OpenAIBatchEvaluator:
         if failure is not None:
             tries, status, message = failure
             hint = f"; {self.retry_hint}" if self.retry_hint else ""
-            raise EvaluatorError(
+            raise JudgeError(
                 f"batch API: {message} (after {tries} batch submission{'s' if tries != 1 else ''})"
                 + hint,
                 status=status,
                 attempts=tries,
             )
-        raise EvaluatorError("no batch answer for this request: the batch phase did not send it")
+        raise JudgeError("no batch answer for this request: the batch phase did not send it")
 
     async def aclose(self) -> None:
         self.ledger.close()
@@ -129,13 +129,13 @@ def open_ledger(settings: Settings) -> BatchLedger:
     return BatchLedger(ledger_path(settings))
 
 
-def build(target: str, settings: Settings) -> Evaluator:
-    """The ``openai-batch:MODEL`` backend: the live ``openai`` evaluator's requests, read from
+def build(target: str, settings: Settings) -> Judge:
+    """The ``openai-batch:MODEL`` backend: the live ``openai`` judge's requests, read from
     the CLI's ledger (the service binds it to the job store)."""
     # the live backend's module loads the OpenAI SDK: only a spec that names this backend pays
-    from faithjudge.evaluators.builtin import openai
-    from faithjudge.evaluators.openai import OpenAIEvaluator
+    from faithjudge.judges.builtin import openai
+    from faithjudge.judges.openai import OpenAIJudge
 
     inner = openai(target, settings)
-    assert isinstance(inner, OpenAIEvaluator)
-    return OpenAIBatchEvaluator(inner, open_ledger(settings))
+    assert isinstance(inner, OpenAIJudge)
+    return OpenAIBatchJudge(inner, open_ledger(settings))

@@ -1,6 +1,6 @@
-"""The evaluator protocol: one async call in, raw text out.
+"""The judge protocol: one async call in, raw text out.
 
-An evaluator knows its wire format and nothing else: concurrency, retries and caching wrap it
+A judge knows its wire format and nothing else: concurrency, retries and caching wrap it
 from outside (``service/faithjudge/transport/``), and verification of what it returns happens in
 ``service/faithjudge/scoring/grading.py``. The raw response types (``JudgeResponse``, ``Usage``)
 and the call-target protocol this one extends belong to the transport
@@ -19,7 +19,7 @@ from faithjudge_client.lines import Metric
 from faithjudge.transport.base import CallTarget
 from faithjudge.transport.chat import Message
 
-__all__ = ["Evaluator", "JudgeRequest"]
+__all__ = ["Judge", "JudgeRequest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class JudgeRequest:
 
 
 @runtime_checkable
-class Evaluator(CallTarget[JudgeRequest], Protocol):
+class Judge(CallTarget[JudgeRequest], Protocol):
     """A frozen judge: the transport's ``CallTarget`` for ``JudgeRequest``.
 
     ``id`` looks like ``openai:gpt-5-2025-08-07`` or ``replay:FILE``; ``settings``,

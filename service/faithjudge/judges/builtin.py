@@ -1,10 +1,10 @@
 """The shipped backends' factories and the settings they declare.
 
 Each factory turns the part of a spec after ``backend:`` and the service ``Settings`` into a
-ready evaluator. SDKs are imported inside the factories, so importing this module costs
+ready judge. SDKs are imported inside the factories, so importing this module costs
 nothing and an optional extra is needed only when its backend is built. The backends are
-registered by reference in ``faithjudge.evaluators`` (``EVALUATORS``); the ``openai-batch``
-backend's factory is the Batch API route's own (``faithjudge.provider_batch.evaluator``).
+registered by reference in ``faithjudge.judges`` (``JUDGES``); the ``openai-batch``
+backend's factory is the Batch API route's own (``faithjudge.provider_batch.judge``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from faithjudge.evaluators.base import Evaluator
+from faithjudge.judges.base import Judge
 from faithjudge.settings import Settings
 
 __all__ = [
@@ -53,8 +53,8 @@ class OpenAIOptions(PromptCacheOptions):
     """``aiohttp`` (measured faster under high concurrency) or ``httpx``."""
 
 
-def openai(target: str, settings: Settings) -> Evaluator:
-    from faithjudge.evaluators.openai import OpenAIEvaluator
+def openai(target: str, settings: Settings) -> Judge:
+    from faithjudge.judges.openai import OpenAIJudge
     from faithjudge.transport.providers import make_openai_client
 
     options = settings.options(OpenAIOptions)
@@ -65,7 +65,7 @@ def openai(target: str, settings: Settings) -> Evaluator:
         timeout=settings.timeout_s,
         transport=options.http_transport,
     )
-    return OpenAIEvaluator(
+    return OpenAIJudge(
         target,
         client=client,
         temperature=settings.temperature,
@@ -76,10 +76,10 @@ def openai(target: str, settings: Settings) -> Evaluator:
     )
 
 
-def litellm(target: str, settings: Settings) -> Evaluator:
-    from faithjudge.evaluators.litellm import LiteLLMEvaluator
+def litellm(target: str, settings: Settings) -> Judge:
+    from faithjudge.judges.litellm import LiteLLMJudge
 
-    return LiteLLMEvaluator(
+    return LiteLLMJudge(
         target,
         temperature=settings.temperature,
         seed=settings.seed,
@@ -90,16 +90,16 @@ def litellm(target: str, settings: Settings) -> Evaluator:
     )
 
 
-def replay(target: str, settings: Settings) -> Evaluator:
-    from faithjudge.evaluators.replay import ReplayEvaluator
+def replay(target: str, settings: Settings) -> Judge:
+    from faithjudge.judges.replay import ReplayJudge
 
     path, sep, judge = target.rpartition("#")
     if not sep:
         path, judge = target, ""
-    return ReplayEvaluator(path, judge=judge or None)
+    return ReplayJudge(path, judge=judge or None)
 
 
-def lexicon(target: str, settings: Settings) -> Evaluator:
-    from faithjudge.evaluators.lexicon import LexiconEvaluator
+def lexicon(target: str, settings: Settings) -> Judge:
+    from faithjudge.judges.lexicon import LexiconJudge
 
-    return LexiconEvaluator(target)
+    return LexiconJudge(target)
