@@ -111,7 +111,7 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
 
 async def wait_for_status(
     client: httpx.AsyncClient,
-    batch_id: str,
+    job_id: str,
     statuses: tuple[str, ...] = ("completed",),
     *,
     within: float = 60.0,
@@ -119,7 +119,7 @@ async def wait_for_status(
 ) -> dict[str, Any]:
     with anyio.fail_after(within):
         while True:
-            response = await client.get(f"/v1/jobs/{batch_id}", headers=headers)
+            response = await client.get(f"/v1/jobs/{job_id}", headers=headers)
             response.raise_for_status()
             body = response.json()
             if body["status"] in statuses:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -27,14 +27,20 @@ from pydantic_settings import (
 
 from faithjudge.errors import ConfigError
 
-__all__ = ["Settings"]
+__all__ = ["RENAMED_SETTINGS", "Settings", "read_renamed"]
 
 _PREFIX = "FAITHJUDGE_"
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
-_RENAMED = {"evaluator": "judge", "evaluators": "judges"}
-"""Settings that were renamed: deployments and plugins still set them by the old name, which is
-read with a deprecation warning (both names at once is an error, never a silent pick)."""
+RENAMED_SETTINGS = {
+    "evaluator": "judge",
+    "evaluators": "judges",
+    "max_active_batches": "max_active_jobs",
+    "max_batch_lines": "max_job_lines",
+}
+"""Settings that were renamed (old name: new name): deployments and plugins still set them by
+the old name, which is read with a deprecation warning (both names at once is an error, never a
+silent pick). The per-tenant limits of the API keys file are read through the same table."""
 
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -131,23 +137,24 @@ class Settings(BaseSettings):
     """Extra keys as JSON ``{"KEY": "TENANT", ...}`` (hashed on load, never stored)."""
     insecure_no_auth: bool = False
     """Allow serving beyond loopback without any API key."""
-    max_active_batches: int = Field(default=8, ge=1)
-    """Per tenant: queued or running batches at once (429 beyond)."""
-    max_batch_lines: int = Field(default=300_000, ge=1)
-    """Per tenant: lines in one batch (413 beyond)."""
+    max_active_jobs: int = Field(default=8, ge=1)
+    """Per tenant: queued or running jobs at once (429 beyond); formerly
+    ``FAITHJUDGE_MAX_ACTIVE_BATCHES``, still read with a deprecation warning."""
+    max_job_lines: int = Field(default=300_000, ge=1)
+    """Per tenant: lines in one job (413 beyond); formerly ``FAITHJUDGE_MAX_BATCH_LINES``."""
     max_body_bytes: int = Field(default=1 << 30, ge=1024)
-    """Per tenant: bytes of one batch upload (413 beyond, checked while the body streams)."""
+    """Per tenant: bytes of one job upload (413 beyond, checked while the body streams)."""
     upload_read_timeout_s: float = Field(default=30.0, gt=0)
-    """A batch upload that sends no byte for this long gets 408 and frees its slot."""
+    """A job upload that sends no byte for this long gets 408 and frees its slot."""
     upload_min_bytes_per_s: int = Field(default=10_000, ge=0)
-    """Past ``upload_read_timeout_s``, a batch upload slower than this on average gets 408 (a
+    """Past ``upload_read_timeout_s``, a job upload slower than this on average gets 408 (a
     body trickled byte by byte holds a slot no longer); 0 turns the check off."""
     max_score_body_bytes: int = Field(default=4 << 20, ge=1024)
-    """Bytes of one ``POST /v1/score`` body and of one batch line. The default admits every
+    """Bytes of one ``POST /v1/score`` body and of one job line. The default admits every
     text field at its longest, written with JSON's ``\\u`` escapes (12 bytes per character
     outside the BMP): two CoTs and two answers at their limits come to about 2.9 MB."""
     workers: bool = True
-    """Run batch workers in this process (off: an API-only replica)."""
+    """Run job workers in this process (off: an API-only replica)."""
     claim_size: int = Field(default=200, ge=1)
     """Lines a worker claims at a time."""
     lease_s: float = Field(default=60.0, gt=0)
@@ -298,16 +305,24 @@ class _UndeclaredVariables(PydanticBaseSettingsSource):
         for key, value in os.environ.items():
             if key.upper().startswith(_PREFIX):
                 name = key[len(_PREFIX) :].lower()
-                if name and name not in fields and name not in _RENAMED:
+                if name and name not in fields and name not in RENAMED_SETTINGS:
                     found[name] = value
         return found
 
 
-def _renamed(values: dict[str, Any], named: Callable[[str], str]) -> dict[str, Any]:
-    """``values`` with each old setting name of ``_RENAMED`` moved to its new one, warning once
-    per name; ``named`` says how the user wrote a setting (a variable, a keyword)."""
+def read_renamed(
+    values: dict[str, Any],
+    named: Callable[[str], str],
+    renamed: Mapping[str, str] = RENAMED_SETTINGS,
+) -> dict[str, Any]:
+    """``values`` with each old name of ``renamed`` moved to its new one, warning once per name;
+    ``named`` says how the user wrote a setting (a variable, a keyword, a key of a file).
+
+    Raises:
+        ConfigError: an old name and its new one are both given.
+    """
     out = dict(values)
-    for old, new in _RENAMED.items():
+    for old, new in renamed.items():
         if old not in out:
             continue
         if new in out:
@@ -335,7 +350,7 @@ class _RenamedInit(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return _renamed(self._inner(), lambda name: f"Settings({name}=...)")
+        return read_renamed(self._inner(), lambda name: f"Settings({name}=...)")
 
 
 class _RenamedVariables(PydanticBaseSettingsSource):
@@ -349,7 +364,7 @@ class _RenamedVariables(PydanticBaseSettingsSource):
         given: dict[str, Any] = {}
         for key, value in os.environ.items():
             name = key[len(_PREFIX) :].lower() if key.upper().startswith(_PREFIX) else ""
-            if name in _RENAMED or name in _RENAMED.values():
+            if name in RENAMED_SETTINGS or name in RENAMED_SETTINGS.values():
                 given[name] = value
-        found = _renamed(given, lambda name: _PREFIX + name.upper())
+        found = read_renamed(given, lambda name: _PREFIX + name.upper())
         return {name: value for name, value in found.items() if name not in given}

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fixtures_service import serve_in_thread
-from tests.integration.test_api_batches import demo_lines
+from tests.integration.test_api_jobs import demo_lines
 
 _FUZZ = settings(
     max_examples=30,
@@ -56,8 +56,8 @@ def service() -> Iterator[tuple[str, str]]:
     app = create_app(
         Settings(
             data_dir=data_dir,
-            max_active_batches=1000,
-            max_batch_lines=500,
+            max_active_jobs=1000,
+            max_job_lines=500,
             max_body_bytes=200_000,
             max_score_body_bytes=200_000,
             concurrency=8,

@@ -9,7 +9,7 @@ import pytest
 from faithjudge.settings import Settings
 
 from tests.fixtures_service import running_app, wait_for_status
-from tests.integration.test_api_batches import NDJSON, demo_lines
+from tests.integration.test_api_jobs import NDJSON, demo_lines
 
 pytestmark = pytest.mark.anyio
 

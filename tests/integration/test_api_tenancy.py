@@ -16,7 +16,7 @@ from faithjudge.settings import Settings
 from tests import fixtures_service
 from tests.fakes.judge_server import run_fake_judge
 from tests.fixtures_service import Backend, running_app, wait_for_status
-from tests.integration.test_api_batches import NDJSON, demo_lines
+from tests.integration.test_api_jobs import NDJSON, demo_lines
 
 pytestmark = pytest.mark.anyio
 store_backend = fixtures_service.store_backend
@@ -69,11 +69,11 @@ async def test_keys_tenants_and_isolation(
             "/v1/jobs", content=b"\n".join(demo_lines(3)), headers={**NDJSON, **_bearer(key_a)}
         )
         assert accepted.status_code == 202
-        batch_id = accepted.json()["id"]
-        await wait_for_status(client, batch_id, headers=_bearer(key_a))
+        job_id = accepted.json()["id"]
+        await wait_for_status(client, job_id, headers=_bearer(key_a))
 
         for method, path in PROTECTED:
-            url = path.format(id=batch_id)
+            url = path.format(id=job_id)
             for headers in ({}, _bearer("wrong-key"), {"Authorization": "Basic abc"}):
                 response = await client.request(method, url, headers=headers)
                 assert response.status_code == 401, (method, url, headers)
@@ -82,15 +82,15 @@ async def test_keys_tenants_and_isolation(
                 seen.append(response.text)
 
         for method, path in BATCH_ENDPOINTS:
-            other = await client.request(method, path.format(id=batch_id), headers=_bearer(env_key))
+            other = await client.request(method, path.format(id=job_id), headers=_bearer(env_key))
             assert other.status_code == 404, (method, path)
             assert other.headers["content-type"] == "application/problem+json"
             seen.append(other.text)
         listing = await client.get("/v1/jobs", headers=_bearer(env_key))
         assert listing.json()["items"] == []
         mine = await client.get("/v1/jobs", headers=_bearer(key_a))
-        assert [b["id"] for b in mine.json()["items"]] == [batch_id]
-        own = await client.get(f"/v1/jobs/{batch_id}/results", headers=_bearer(key_a))
+        assert [b["id"] for b in mine.json()["items"]] == [job_id]
+        own = await client.get(f"/v1/jobs/{job_id}/results", headers=_bearer(key_a))
         assert len(own.content.splitlines()) == 3
         seen += [mine.text, own.text]
 
@@ -130,7 +130,7 @@ async def test_per_tenant_limits_from_the_keys_file(store_backend: Backend, tmp_
     small = create_key(keys_file, "small")
     large = create_key(keys_file, "large")
     document = json.loads(keys_file.read_text())
-    document["tenants"] = {"small": {"max_active_batches": 1, "max_batch_lines": 2}}
+    document["tenants"] = {"small": {"max_active_jobs": 1, "max_job_lines": 2}}
     keys_file.write_text(json.dumps(document))
     settings = Settings(data_dir=data_dir, workers=False, **store_backend.overrides)
     async with running_app(settings) as (_, client):

@@ -65,10 +65,10 @@ def _lines(prefix: str, n: int) -> list[str]:
 
 
 async def _status(
-    client: httpx.AsyncClient, batch_id: str, headers: dict[str, str] | None = None
+    client: httpx.AsyncClient, job_id: str, headers: dict[str, str] | None = None
 ) -> dict[str, Any] | None:
     """The job's status, or None while the store is down (503)."""
-    response = await client.get(f"/v1/jobs/{batch_id}", headers=headers)
+    response = await client.get(f"/v1/jobs/{job_id}", headers=headers)
     if response.status_code == 503:
         return None
     response.raise_for_status()
@@ -78,14 +78,14 @@ async def _status(
 
 async def _finished(
     client: httpx.AsyncClient,
-    batch_id: str,
+    job_id: str,
     *,
     within: float = 90,
     headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     with anyio.fail_after(within):
         while True:
-            status = await _status(client, batch_id, headers)
+            status = await _status(client, job_id, headers)
             if status is not None and status["status"] in ("completed", "failed", "cancelled"):
                 return status
             await anyio.sleep(0.05)
@@ -98,9 +98,9 @@ async def _until(check: Callable[[], bool], *, within: float = 60) -> None:
 
 
 async def _results(
-    client: httpx.AsyncClient, batch_id: str, headers: dict[str, str] | None = None
+    client: httpx.AsyncClient, job_id: str, headers: dict[str, str] | None = None
 ) -> list[ItemResult]:
-    response = await client.get(f"/v1/jobs/{batch_id}/results", headers=headers)
+    response = await client.get(f"/v1/jobs/{job_id}/results", headers=headers)
     response.raise_for_status()
     return [ItemResult.model_validate_json(x) for x in response.content.splitlines() if x]
 
@@ -185,11 +185,11 @@ async def test_store_outages_in_the_phase_and_in_scoring_lose_no_line(
             store.answer_of = first_lookup_starts_an_outage
             accepted = await client.post("/v1/jobs", content=_body(lines), headers=NDJSON)
             assert accepted.status_code == 202, accepted.text
-            batch_id = accepted.json()["id"]
+            job_id = accepted.json()["id"]
             await _until(lambda: fake.counters.batches >= 1)
             outage.begin(3.0)  # the phase is polling its batch
-            status = await _finished(client, batch_id)
-            results = await _results(client, batch_id)
+            status = await _finished(client, job_id)
+            results = await _results(client, job_id)
         counters = fake.counters
 
     assert outage.outages == 2, "the second outage never met a scoring lookup"
@@ -244,9 +244,9 @@ async def test_a_failure_for_good_belongs_to_its_job_and_answers_to_their_tenant
             async def job(headers: dict[str, str]) -> tuple[dict[str, Any], list[ItemResult]]:
                 posted = await client.post("/v1/jobs", content=body, headers={**NDJSON, **headers})
                 assert posted.status_code == 202, posted.text
-                batch_id = posted.json()["id"]
-                status = await _finished(client, batch_id, headers=headers)
-                return status, await _results(client, batch_id, headers)
+                job_id = posted.json()["id"]
+                status = await _finished(client, job_id, headers=headers)
+                return status, await _results(client, job_id, headers)
 
             def submitted() -> int:  # request lines uploaded, whatever their batch became
                 return sum(fake.counters.file_lines)
@@ -332,9 +332,9 @@ def test_a_cancel_survives_kill_9_and_the_next_process_cancels_the_batches(
                 f"{url}/v1/jobs", content=_body(_lines("cancel", 4)), headers=NDJSON
             )
             assert accepted.status_code == 202, accepted.text
-            batch_id = accepted.json()["id"]
+            job_id = accepted.json()["id"]
             anyio.run(_until, lambda: fake.counters.batches >= 2)
-            cancelled = httpx.delete(f"{url}/v1/jobs/{batch_id}")
+            cancelled = httpx.delete(f"{url}/v1/jobs/{job_id}")
             assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
             os.kill(first.pid, signal.SIGKILL)
             first.wait(10)
@@ -348,7 +348,7 @@ def test_a_cancel_survives_kill_9_and_the_next_process_cancels_the_batches(
                 return all(b["status"] == "cancelled" for b in fake.app.batches.values())
 
             anyio.run(_until, all_cancelled)
-            status = httpx.get(f"{url}/v1/jobs/{batch_id}").json()
+            status = httpx.get(f"{url}/v1/jobs/{job_id}").json()
         assert fake.counters.batches == created  # nothing was submitted after the cancel
         assert fake.counters.lines == 0  # no request was run, so none was billed
     assert status["status"] == "cancelled" and status["done"] == 0
@@ -381,11 +381,11 @@ _SUMMARY = re.compile(
 )
 
 
-async def _ledger_totals(backend: Backend, data_dir: Path, batch_id: str) -> LedgerTotals:
+async def _ledger_totals(backend: Backend, data_dir: Path, job_id: str) -> LedgerTotals:
     settings = Settings(data_dir=data_dir, **backend.overrides)
     store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
     try:
-        return await store.provider_ledger(batch_id, lambda sources: []).totals()
+        return await store.provider_ledger(job_id, lambda sources: []).totals()
     finally:
         await store.close()
 
@@ -407,12 +407,12 @@ async def test_the_summary_counts_every_process_that_worked_on_the_job(
     config = FakeBatchConfig(step_s=0.05, stagger_s=0.4)
     with run_fake_batches(config) as fake:
         settings = _settings(fake, tmp_path, store_backend, batch_file_max_requests=3, **prices)
-        batch_id = ""
+        job_id = ""
         for restart in range(4):
             async with running_app(settings) as (_, client):
-                if not batch_id:
+                if not job_id:
                     body = _body(_lines("tok", 4))
-                    batch_id = (await client.post("/v1/jobs", content=body, headers=NDJSON)).json()[
+                    job_id = (await client.post("/v1/jobs", content=body, headers=NDJSON)).json()[
                         "id"
                     ]
                 if restart < 3:
@@ -424,10 +424,10 @@ async def test_the_summary_counts_every_process_that_worked_on_the_job(
 
                     await _until(moved_on)
                 else:
-                    status = await _finished(client, batch_id)
+                    status = await _finished(client, job_id)
         billed = (fake.counters.prompt_tokens, fake.counters.completion_tokens)
         created = fake.counters.batches
-    totals = await _ledger_totals(store_backend, tmp_path / "data", batch_id)
+    totals = await _ledger_totals(store_backend, tmp_path / "data", job_id)
 
     assert status["status"] == "completed"
     found = _SUMMARY.search(status["detail"] or "")

@@ -27,7 +27,7 @@ from faithjudge.settings import Settings
 from tests import fixtures_service
 from tests.fakes.tcp_proxy import tcp_proxy
 from tests.fixtures_service import Backend, postgres_backend, running_app, wait_for_status
-from tests.integration.test_api_batches import NDJSON, demo_lines, settings_for, submit
+from tests.integration.test_api_jobs import NDJSON, demo_lines, settings_for, submit
 
 pytestmark = pytest.mark.anyio
 __all__ = ["postgres_backend"]  # the fixture, re-exported for pytest
@@ -111,11 +111,11 @@ async def test_a_job_store_outage_answers_503_and_the_batch_finishes_after_it(
         async with running_app(settings) as (_, client):
             response = await submit(client, lines, headers=NDJSON)
             assert response.status_code == 202, response.text
-            batch_id = response.json()["id"]
+            job_id = response.json()["id"]
 
             proxy.stop()
             for method, path in (
-                ("GET", f"/v1/jobs/{batch_id}"),
+                ("GET", f"/v1/jobs/{job_id}"),
                 ("GET", "/v1/jobs"),
                 ("POST", "/v1/jobs"),
             ):
@@ -128,9 +128,9 @@ async def test_a_job_store_outage_answers_503_and_the_batch_finishes_after_it(
             await anyio.sleep(1.5)  # the workers meet the outage too
             proxy.start()
 
-            final = await wait_for_status(client, batch_id, within=90)
+            final = await wait_for_status(client, job_id, within=90)
             assert final["done"] == final["total"] == len(lines)
-            results = await client.get(f"/v1/jobs/{batch_id}/results")
+            results = await client.get(f"/v1/jobs/{job_id}/results")
             numbers = [httpx.Response(200, content=x).json()["line"] for x in
                        results.content.splitlines() if x.strip()]  # fmt: skip
             assert sorted(numbers) == list(range(1, len(lines) + 1))  # each line once

@@ -21,7 +21,7 @@ from faithjudge_client.lines import ItemResult
 from tests import fixtures_service
 from tests.fakes.judge_server import run_fake_judge
 from tests.fixtures_service import Backend, running_app, wait_for_status
-from tests.integration.test_api_batches import NDJSON, demo_lines, settings_for
+from tests.integration.test_api_jobs import NDJSON, demo_lines, settings_for
 
 pytestmark = pytest.mark.anyio
 store_backend = fixtures_service.store_backend
@@ -44,8 +44,8 @@ async def _upload(client: httpx.AsyncClient, count: int, **params: str) -> dict[
     return accepted
 
 
-async def _results(client: httpx.AsyncClient, batch_id: str) -> list[ItemResult]:
-    response = await client.get(f"/v1/jobs/{batch_id}/results")
+async def _results(client: httpx.AsyncClient, job_id: str) -> list[ItemResult]:
+    response = await client.get(f"/v1/jobs/{job_id}/results")
     response.raise_for_status()
     return [ItemResult.model_validate_json(x) for x in response.content.splitlines() if x]
 
@@ -56,11 +56,11 @@ def _judge(result: ItemResult) -> str:
 
 
 async def _wait_for_detail(
-    client: httpx.AsyncClient, batch_id: str, start: str, *, within: float = 30.0
+    client: httpx.AsyncClient, job_id: str, start: str, *, within: float = 30.0
 ) -> dict[str, Any]:
     with anyio.fail_after(within):
         while True:
-            response = await client.get(f"/v1/jobs/{batch_id}")
+            response = await client.get(f"/v1/jobs/{job_id}")
             response.raise_for_status()
             body: dict[str, Any] = response.json()
             if (body["detail"] or "").startswith(start):
@@ -76,12 +76,12 @@ async def test_a_job_waits_for_its_judge_and_is_never_scored_by_another(
         async with running_app(uploading.model_copy(update={"workers": False})) as (_, client):
             accepted = await _upload(client, 6)
         assert accepted["judge"] == OTHER
-        batch_id = accepted["id"]
+        job_id = accepted["id"]
 
         # restarted with another judge: the job waits, and says for which judge
         other = _settings(store_backend, tmp_path, fake.base_url, judge="lexicon:v1")
         async with running_app(other) as (_, client):
-            status = await _wait_for_detail(client, batch_id, "waiting for a worker")
+            status = await _wait_for_detail(client, job_id, "waiting for a worker")
             assert status["detail"] == (
                 f"waiting for a worker that offers judge {OTHER}; this service offers lexicon:v1"
             )
@@ -92,9 +92,9 @@ async def test_a_job_waits_for_its_judge_and_is_never_scored_by_another(
         # a process offering the job's judge (beside another) finishes it with that judge
         both = _settings(store_backend, tmp_path, fake.base_url, judges=f"lexicon:v1,{OTHER}")
         async with running_app(both) as (_, client):
-            status = await wait_for_status(client, batch_id)
+            status = await wait_for_status(client, job_id)
             assert status["done"] == 6 and status["detail"] is None
-            results = await _results(client, batch_id)
+            results = await _results(client, job_id)
     assert len(results) == 6
     assert {_judge(r) for r in results} == {OTHER}
     assert fake.counters.total > 0
@@ -119,17 +119,17 @@ async def test_a_job_waits_when_its_judges_configuration_changed(
     store_backend: Backend, tmp_path: Path
 ) -> None:
     async with running_app(settings_for(store_backend, tmp_path, workers=False)) as (_, client):
-        batch_id = (await _upload(client, 3))["id"]
+        job_id = (await _upload(client, 3))["id"]
     changed = settings_for(store_backend, tmp_path, quote_tolerance=0.05)
     async with running_app(changed) as (_, client):
-        status = await _wait_for_detail(client, batch_id, "waiting for a worker")
+        status = await _wait_for_detail(client, job_id, "waiting for a worker")
         assert status["detail"] == (
             "waiting for a worker that offers judge lexicon:v1 as it was at upload; this "
             "service offers lexicon:v1, whose lexicon:v1 differs in scoring settings"
         )
         assert status["done"] == 0
     async with running_app(settings_for(store_backend, tmp_path)) as (_, client):
-        status = await wait_for_status(client, batch_id)
+        status = await wait_for_status(client, job_id)
     assert status["done"] == 3 and status["detail"] is None
 
 

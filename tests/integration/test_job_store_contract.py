@@ -190,9 +190,9 @@ async def test_lines_are_leased_once_completed_by_their_owner_and_read_in_order(
 ) -> None:
     row = await _batch(store, lines=3)
     assert row.id in await store.active_job_ids()
-    mine = await store.claim("w1", batch_ids=[row.id], limit=2, lease_s=60)
+    mine = await store.claim("w1", job_ids=[row.id], limit=2, lease_s=60)
     assert [c.seq for c in mine] == [0, 1] and mine[0].request == '{"seq": 0}'
-    theirs = await store.claim("w2", batch_ids=[row.id], limit=5, lease_s=60)
+    theirs = await store.claim("w2", job_ids=[row.id], limit=5, lease_s=60)
     assert [c.seq for c in theirs] == [2]  # a leased line is not handed out twice
     await store.complete("w2", [done_line(row.id, 0, _result(1))])  # not w2's line: ignored
     page = await store.results_page(row.id, start=0, limit=10)
@@ -212,15 +212,15 @@ async def test_lines_are_leased_once_completed_by_their_owner_and_read_in_order(
 
 async def test_leases_run_out_and_are_given_back(store: JobStore) -> None:
     row = await _batch(store, lines=2)
-    held = await store.claim("w1", batch_ids=[row.id], limit=2, lease_s=0.2)
+    held = await store.claim("w1", job_ids=[row.id], limit=2, lease_s=0.2)
     assert len(held) == 2
     await anyio.sleep(0.4)
-    taken = await store.claim("w2", batch_ids=[row.id], limit=2, lease_s=60)
+    taken = await store.claim("w2", job_ids=[row.id], limit=2, lease_s=60)
     assert [c.seq for c in taken] == [0, 1]  # a dead worker's lines are taken over
     await store.release("w2")
     page = await store.results_page(row.id, start=0, limit=10)
     assert [state for _, state, _ in page] == [PENDING, PENDING]
-    again = await store.claim("w3", batch_ids=[row.id], limit=2, lease_s=60)
+    again = await store.claim("w3", job_ids=[row.id], limit=2, lease_s=60)
     await store.renew("w3", lease_s=60)
     assert len(again) == 2
 
@@ -236,7 +236,7 @@ async def test_a_cancelled_batch_leaves_the_queue(store: JobStore) -> None:
 
 async def test_a_cancel_is_final_for_results_in_flight(store: JobStore) -> None:
     row = await _batch(store, lines=3)
-    held = await store.claim("w1", batch_ids=[row.id], limit=2, lease_s=60)
+    held = await store.claim("w1", job_ids=[row.id], limit=2, lease_s=60)
     await store.complete("w1", [done_line(row.id, held[0].seq, _result(held[0].line))])
     await store.cancel("t1", row.id)
     # the worker finishes the line it held after the cancel: that result is not written
@@ -248,7 +248,7 @@ async def test_a_cancel_is_final_for_results_in_flight(store: JobStore) -> None:
 
 async def test_a_completed_batchs_transport_failures_are_queued_again(store: JobStore) -> None:
     row = await _batch(store, lines=3)
-    held = await store.claim("w1", batch_ids=[row.id], limit=3, lease_s=60)
+    held = await store.claim("w1", job_ids=[row.id], limit=3, lease_s=60)
     down = Failure(stage="transport", detail="connection refused")
     results = [
         _result(held[0].line),
@@ -264,7 +264,7 @@ async def test_a_completed_batchs_transport_failures_are_queued_again(store: Job
     again = await store.get_job("t1", row.id)
     assert again is not None and again.status == "queued"
     assert (await store.line_counts(row.id)).done == 2  # the other lines keep their results
-    retried = await store.claim("w2", batch_ids=[row.id], limit=3, lease_s=60)
+    retried = await store.claim("w2", job_ids=[row.id], limit=3, lease_s=60)
     assert [c.seq for c in retried] == [held[1].seq]
     await store.complete("w2", [done_line(row.id, retried[0].seq, _result(retried[0].line))])
     final = await store.get_job("t1", row.id)
@@ -277,7 +277,7 @@ async def test_a_completed_batchs_transport_failures_are_queued_again(store: Job
 
 async def test_line_counts_sum_the_outcomes_of_the_lines_done(store: JobStore) -> None:
     row = await _batch(store, lines=3)
-    held = await store.claim("w1", batch_ids=[row.id], limit=3, lease_s=60)
+    held = await store.claim("w1", job_ids=[row.id], limit=3, lease_s=60)
     assert await store.line_counts(row.id) == LineCounts(
         done=0,
         statuses=dict.fromkeys(LINE_STATUSES, 0),
@@ -310,7 +310,7 @@ async def test_line_counts_sum_the_tokens_of_the_lines_done(store: JobStore) -> 
     from faithjudge.transport.base import Usage
 
     row = await _batch(store, lines=3)
-    held = await store.claim("w1", batch_ids=[row.id], limit=3, lease_s=60)
+    held = await store.claim("w1", job_ids=[row.id], limit=3, lease_s=60)
     assert (await store.line_counts(row.id)).tokens == Usage()
     down = {"transport": 1}
     await store.complete(
@@ -327,14 +327,14 @@ async def test_line_counts_sum_the_tokens_of_the_lines_done(store: JobStore) -> 
     assert (await store.line_counts(row.id)).tokens == Usage(3_500_000_700, 49, 1029)
     assert await store.retry_transport_failures("t1", row.id) == 1  # its tokens are taken back
     assert (await store.line_counts(row.id)).tokens == Usage(3_500_000_000, 49, 1029)
-    (again,) = await store.claim("w2", batch_ids=[row.id], limit=3, lease_s=60)
+    (again,) = await store.claim("w2", job_ids=[row.id], limit=3, lease_s=60)
     await store.complete("w2", [DoneLine(row.id, again.seq, b"{}", 0, {}, {}, Usage(800, 30, 512))])
     assert (await store.line_counts(row.id)).tokens == Usage(3_500_000_800, 79, 1541)
 
 
 async def test_a_retry_takes_a_batch_slot_like_an_upload(store: JobStore) -> None:
     row = await _batch(store, lines=1)
-    held = await store.claim("w1", batch_ids=[row.id], limit=1, lease_s=60)
+    held = await store.claim("w1", job_ids=[row.id], limit=1, lease_s=60)
     down = ItemResult(line=held[0].line, error=Failure(stage="transport", detail="refused"))
     await store.complete("w1", [done_line(row.id, held[0].seq, down)])
     await _batch(store, lines=1)  # the tenant's one slot is taken again
@@ -424,7 +424,7 @@ async def test_a_failed_phase_fails_the_batch_with_its_reason(store: JobStore) -
 
 async def test_unscored_requests_page_through_the_lines_not_done(store: JobStore) -> None:
     row = await _batch(store, lines=5)
-    claimed = await store.claim("w", batch_ids=[row.id], limit=1, lease_s=60)
+    claimed = await store.claim("w", job_ids=[row.id], limit=1, lease_s=60)
     await store.complete("w", [done_line(row.id, claimed[0].seq, _result(1))])
     first = await store.unscored_requests(row.id, after=-1, limit=3)
     assert [seq for seq, _, _ in first] == [1, 2, 3]
@@ -546,8 +546,8 @@ async def test_a_job_is_claimed_only_by_a_worker_offering_its_judge(store: JobSt
     assert await store.active_job_ids(judges={a.key: False, None: False}) == [of_a, legacy]
     assert await store.active_job_ids(judges={b.key: True}) == []  # its phase is not done
     assert await store.active_job_ids(judges={}) == []
-    claimed = await store.claim("w1", batch_ids=[of_a, legacy], limit=10, lease_s=60)
-    assert {(c.batch_id, c.judge) for c in claimed} == {(of_a, a.key), (legacy, None)}
+    claimed = await store.claim("w1", job_ids=[of_a, legacy], limit=10, lease_s=60)
+    assert {(c.job_id, c.judge) for c in claimed} == {(of_a, a.key), (legacy, None)}
 
     # b's job waits for a worker offering b: its detail says so, never one written by another
     assert [r.id for r in await store.waiting_jobs([a.key])] == [of_b]
@@ -568,7 +568,7 @@ async def test_a_job_is_claimed_only_by_a_worker_offering_its_judge(store: JobSt
     third = await job(b, lines=1)
     await store.note_waiting(third, f"{WAITING_PREFIX}openai:m")
     assert await store.active_job_ids(judges={b.key: False}) == [of_b, third]
-    assert [c.judge for c in await store.claim("w3", batch_ids=[third], limit=5, lease_s=60)] == [
+    assert [c.judge for c in await store.claim("w3", job_ids=[third], limit=5, lease_s=60)] == [
         b.key
     ]
     assert (await store.get_job("t1", third)).detail is None  # type: ignore[union-attr]

@@ -96,7 +96,7 @@ async def test_an_upgrade_from_0005_counts_the_tokens_of_lines_done_before_it_as
     assert (totals.prompt_tokens, totals.completion_tokens, totals.cached_tokens) == (1200, 30, 0)
 
     # the upgraded store writes and sums the tokens of the lines done from now on
-    (line,) = await unmigrated.claim("w1", batch_ids=["b_old"], limit=5, lease_s=60)
+    (line,) = await unmigrated.claim("w1", job_ids=["b_old"], limit=5, lease_s=60)
     assert line.seq == 1
     done = DoneLine("b_old", 1, b"{}", 0, {"valid": 3}, {}, Usage(2048, 60, 1024))
     await unmigrated.complete("w1", [done])

@@ -101,7 +101,7 @@ def _service(env: dict[str, str], port: int, log: Path) -> AbstractContextManage
     return serve_process(command, env, port, log, cwd=ROOT)
 
 
-async def _committed_item_ids(backend: Backend, data_dir: Path, batch_id: str) -> set[str]:
+async def _committed_item_ids(backend: Backend, data_dir: Path, job_id: str) -> set[str]:
     """Item ids with a result in the store (read while no service runs)."""
     settings = Settings(data_dir=data_dir, **backend.overrides)
     store = await open_job_store(settings.job_store_url, schema=settings.database_schema)
@@ -109,7 +109,7 @@ async def _committed_item_ids(backend: Backend, data_dir: Path, batch_id: str) -
     try:
         start = 0
         while True:
-            page = await store.results_page(batch_id, start=start, limit=5000)
+            page = await store.results_page(job_id, start=start, limit=5000)
             for _seq, state, result in page:
                 if state == DONE and result is not None:
                     ids.add(orjson.loads(result)["item_id"])
@@ -152,11 +152,11 @@ def test_kill_9_mid_batch_resumes_without_repeating_committed_lines(
                 timeout=120,
             )
             assert accepted.status_code == 202, accepted.text
-            batch_id = accepted.json()["id"]
+            job_id = accepted.json()["id"]
             assert accepted.json()["accepted"] == LINES
             stalled = _Stall()
             while True:
-                done = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()["done"]
+                done = httpx.get(f"{base}/v1/batches/{job_id}", timeout=10).json()["done"]
                 if done >= LINES // 5:
                     break
                 assert not stalled(done), f"no progress for {STALL_S} s before the kill"
@@ -164,19 +164,19 @@ def test_kill_9_mid_batch_resumes_without_repeating_committed_lines(
             os.kill(first.pid, signal.SIGKILL)
             first.wait(10)
 
-        committed = anyio.run(_committed_item_ids, store_backend, data_dir, batch_id)
+        committed = anyio.run(_committed_item_ids, store_backend, data_dir, job_id)
         calls_at_kill = fake.counters.total
         assert LINES // 5 <= len(committed) < LINES, "the kill must land mid-batch"
 
         with _service(env, port, log):
             stalled = _Stall()
             while True:
-                status = httpx.get(f"{base}/v1/batches/{batch_id}", timeout=10).json()
+                status = httpx.get(f"{base}/v1/batches/{job_id}", timeout=10).json()
                 if status["status"] == "completed":
                     break
                 assert not stalled(status["done"]), f"no progress after restart: {status}"
                 time.sleep(0.1)
-            results = httpx.get(f"{base}/v1/batches/{batch_id}/results", timeout=60)
+            results = httpx.get(f"{base}/v1/batches/{job_id}/results", timeout=60)
         counters = fake.counters
         by_key = dict(counters.by_key)
 

@@ -38,12 +38,12 @@ async def test_expired_leases_are_taken_over_and_stale_results_are_dropped(
         await store.add_lines(row.id, [(i, i + 1, "{}") for i in range(10)])
         await store.finish_ingest(row.id, total=10, rejections=[], body_sha256="x")
 
-        dead = await store.claim("dead", batch_ids=[row.id], limit=6, lease_s=0.5)
+        dead = await store.claim("dead", job_ids=[row.id], limit=6, lease_s=0.5)
         assert [c.seq for c in dead] == list(range(6))
-        live = await store.claim("live", batch_ids=[row.id], limit=10, lease_s=30)
+        live = await store.claim("live", job_ids=[row.id], limit=10, lease_s=30)
         assert [c.seq for c in live] == list(range(6, 10))  # held lines are not handed out
         await anyio.sleep(0.7)
-        taken = await store.claim("live", batch_ids=[row.id], limit=10, lease_s=30)
+        taken = await store.claim("live", job_ids=[row.id], limit=10, lease_s=30)
         assert [c.seq for c in taken] == list(range(6))
 
         def result(owner: str, seq: int) -> object:
@@ -90,9 +90,9 @@ async def test_two_replicas_drain_one_batch_without_scoring_a_line_twice(
                 "/v1/jobs", content=body, headers={"content-type": "application/x-ndjson"}
             )
             assert accepted.status_code == 202
-            batch_id = accepted.json()["id"]
-            status = await wait_for_status(second, batch_id, within=120)
-            results = (await second.get(f"/v1/jobs/{batch_id}/results")).content
+            job_id = accepted.json()["id"]
+            status = await wait_for_status(second, job_id, within=120)
+            results = (await second.get(f"/v1/jobs/{job_id}/results")).content
             scraped = [(await c.get("/metrics")).text for c in (first, second)]
         counters = fake.counters
 

@@ -173,14 +173,14 @@ def test_a_judge_gone_past_the_bound_stops_the_run_and_a_rerun_finishes_it(
     assert asked_again <= CONCURRENCY
 
 
-async def _restart_during(judge: _Judge, client: httpx.AsyncClient, batch_id: str) -> str:
+async def _restart_during(judge: _Judge, client: httpx.AsyncClient, job_id: str) -> str:
     with anyio.fail_after(60):
-        while (await client.get(f"/v1/jobs/{batch_id}")).json()["done"] < 20:  # noqa: ASYNC110
+        while (await client.get(f"/v1/jobs/{job_id}")).json()["done"] < 20:  # noqa: ASYNC110
             await anyio.sleep(0.02)
     judge.kill()
     with anyio.fail_after(30):  # the job says what it waits for, and so does /readyz
         while True:
-            status = (await client.get(f"/v1/jobs/{batch_id}")).json()
+            status = (await client.get(f"/v1/jobs/{job_id}")).json()
             ready = await client.get("/readyz")
             if "waiting for the judge" in (status.get("detail") or "") and ready.status_code == 503:
                 break
@@ -215,10 +215,10 @@ async def test_a_service_job_waits_for_a_restarting_judge_and_resumes(
                 headers={"content-type": "application/x-ndjson"},
             )
             assert accepted.status_code == 202, accepted.text
-            batch_id = accepted.json()["id"]
-            detail = await _restart_during(judge, client, batch_id)
-            status = await wait_for_status(client, batch_id, within=120)
-            results = (await client.get(f"/v1/jobs/{batch_id}/results")).content
+            job_id = accepted.json()["id"]
+            detail = await _restart_during(judge, client, job_id)
+            status = await wait_for_status(client, job_id, within=120)
+            results = (await client.get(f"/v1/jobs/{job_id}/results")).content
             assert (await client.get("/readyz")).status_code == 200
     assert "connection" in detail
     assert status["status"] == "completed"

@@ -34,7 +34,7 @@ from tests.fixtures_service import (
     serve_process,
     wait_for_status,
 )
-from tests.integration.test_api_batches import NDJSON, demo_lines, settings_for
+from tests.integration.test_api_jobs import NDJSON, demo_lines, settings_for
 
 store_backend = fixtures_service.store_backend
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def _invalid(i: int, question: str = "Is there a pleural effusion?") -> bytes:
 async def test_ten_concurrent_uploads_at_a_limit_of_two_accept_exactly_two(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    settings = settings_for(store_backend, tmp_path, max_active_batches=2, workers=False)
+    settings = settings_for(store_backend, tmp_path, max_active_jobs=2, workers=False)
     body = b"\n".join(demo_lines(3))
     codes: list[int] = []
     async with running_app(settings) as (_, client):
@@ -116,7 +116,7 @@ def test_a_slow_upload_gets_408_and_frees_its_slot(
     settings = settings_for(
         store_backend,
         tmp_path,
-        max_active_batches=1,
+        max_active_jobs=1,
         workers=False,
         upload_read_timeout_s=2.0,
         upload_min_bytes_per_s=100_000,
@@ -374,13 +374,13 @@ async def test_a_cancelled_batch_counts_its_unscored_lines(
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (_, client):
         accepted = await client.post("/v1/jobs", content=b"\n".join(demo_lines(5)), headers=NDJSON)
-        batch_id = accepted.json()["id"]
-        queued = (await client.get(f"/v1/jobs/{batch_id}")).json()
+        job_id = accepted.json()["id"]
+        queued = (await client.get(f"/v1/jobs/{job_id}")).json()
         assert queued["cancelled"] == 0
-        cancelled = (await client.delete(f"/v1/jobs/{batch_id}")).json()
+        cancelled = (await client.delete(f"/v1/jobs/{job_id}")).json()
         assert cancelled["status"] == "cancelled"
         assert (cancelled["cancelled"], cancelled["done"], cancelled["pending"]) == (5, 0, 0)
-        again = (await client.get(f"/v1/jobs/{batch_id}")).json()
+        again = (await client.get(f"/v1/jobs/{job_id}")).json()
         assert again["cancelled"] == 5
 
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from tests.fakes.judge_server import FakeJudge, FakeJudgeConfig, run_fake_judge
 from tests.fixtures_service import Backend, running_app, wait_for_status
-from tests.integration.test_api_batches import NDJSON, demo_lines, settings_for
+from tests.integration.test_api_jobs import NDJSON, demo_lines, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
@@ -208,9 +208,9 @@ async def test_a_jobs_status_adds_up_the_cached_tokens_of_its_results(
         body = b"\n".join(demo_lines(6)) + b"\n"
         accepted = await client.post("/v1/batches", content=body, headers=NDJSON)
         assert accepted.status_code == 202, accepted.text
-        batch_id = accepted.json()["id"]
-        status = await wait_for_status(client, batch_id)
-        response = await client.get(f"/v1/batches/{batch_id}/results")
+        job_id = accepted.json()["id"]
+        status = await wait_for_status(client, job_id)
+        response = await client.get(f"/v1/batches/{job_id}/results")
         response.raise_for_status()
     results = [ItemResult.model_validate_json(x) for x in response.content.splitlines() if x]
     tokens = [r.provenance.tokens for r in results if r.provenance is not None]

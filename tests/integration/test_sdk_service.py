@@ -249,8 +249,8 @@ def test_list_pages_and_cancel(service: str, tmp_path: Path) -> None:
         assert len(page.items) == 2 and page.next_cursor
         listed = [b.id for b in sdk.iter_jobs(page_size=2)]
         assert listed[:3] == ids[::-1]  # newest first
-        for batch_id in ids:
-            sdk.wait(batch_id, timeout=60)
+        for job_id in ids:
+            sdk.wait(job_id, timeout=60)
         cancelled = sdk.cancel_job(ids[0])
         assert cancelled.id == ids[0]
         assert cancelled.status in ("completed", "cancelled")
@@ -268,7 +268,7 @@ def test_service_facts(client: FaithJudgeClient) -> None:
 
 
 def test_tenant_limit_is_rate_limited_and_cancel_frees_it(tmp_path: Path) -> None:
-    settings = service_settings(tmp_path / "data", workers=False, max_active_batches=1)
+    settings = service_settings(tmp_path / "data", workers=False, max_active_jobs=1)
     with run_service(settings) as url, FaithJudgeClient(url, KEY_A, retry=NO_RETRY) as sdk:
         first = sdk.submit_job(write_batch(tmp_path / "a.jsonl", 2))
         with pytest.raises(RateLimited) as caught:

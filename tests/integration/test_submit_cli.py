@@ -42,8 +42,8 @@ def test_submit_waits_writes_results_and_report_and_lists_rejected_lines(
         source, "--server", service, "--api-key", KEY_A, "-o", out, "--report-html", html
     )
     assert result.exit_code == 0, result.output
-    batch_id = result.stdout.strip()
-    assert batch_id.startswith("b_")
+    job_id = result.stdout.strip()
+    assert job_id.startswith("b_")
     assert "6 lines accepted, 2 rejected" in result.stderr
     rejected_rows = [line for line in result.stderr.splitlines() if "│" in line]
     assert any(" 3 " in row and "JSON" in row for row in rejected_rows), result.stderr
@@ -140,16 +140,16 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(
 ) -> None:
     from faithjudge_client import FaithJudgeClient
 
-    def interrupted(self: FaithJudgeClient, batch_id: str, **kwargs: object) -> None:
+    def interrupted(self: FaithJudgeClient, job_id: str, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(FaithJudgeClient, "wait", interrupted)
     result = submit(write_batch(tmp_path / "in.jsonl", 2), "--server", service, "--api-key", KEY_A)
     assert result.exit_code == 5, result.output
-    batch_id = result.stdout.strip()
-    assert f"job {batch_id} goes on on the server" in result.stderr
+    job_id = result.stdout.strip()
+    assert f"job {job_id} goes on on the server" in result.stderr
     with FaithJudgeClient(service, KEY_A) as sdk:
-        assert sdk.job(batch_id).total == 2
+        assert sdk.job(job_id).total == 2
 
 
 def test_a_batch_that_does_not_finish_in_time_exits_5(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
-"""``faithjudge view --service``: a real service's batches listed, opened and compared beside a
+"""``faithjudge view --service``: a real service's jobs listed, opened and compared beside a
 folder's runs, over HTTP against the viewer (no browser).
 
-The service is the real app served on loopback with the offline lexicon judge; the demo batch is
+The service is the real app served on loopback with the offline lexicon judge; the demo job is
 submitted and waited for through the SDK, as ``faithjudge submit`` does.
 """
 
@@ -58,35 +58,52 @@ def service(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def test_the_index_lists_the_batches_and_a_batch_opens_and_compares_like_a_file(
+def test_the_index_lists_the_jobs_and_a_job_opens_and_compares_like_a_file(
     service: str, tmp_path: Path
 ) -> None:
     folder = tmp_path / "runs"
     folder.mkdir()
     shutil.copy(DEMO, folder / "demo.jsonl")  # the request file the CoTs come from
     with FaithJudgeClient(service, KEY) as client:
-        batch = client.submit_job(DEMO, name="demo on the service")
-        assert client.wait(batch.id, timeout=60).status == "completed"
-        client.download_results(batch.id, folder / "local.jsonl")
+        job = client.submit_job(DEMO, name="demo on the service")
+        assert client.wait(job.id, timeout=60).status == "completed"
+        client.download_results(job.id, folder / "local.jsonl")
     item_ids = [json.loads(line)["item_id"] for line in DEMO.read_text().splitlines()]
 
     with viewing(folder, service, KEY) as port:
         status, index = _get(port, "/")
         assert status == 200
-        assert 'id="batches"' in index and batch.id in index
+        assert 'id="jobs"' in index and "<h2>Jobs of" in index and job.id in index
         assert "demo on the service" in index and "completed" in index
-        assert f'value="batch:{batch.id}"' in index  # pickable for a comparison
+        assert f'value="job:{job.id}"' in index  # pickable for a comparison
         assert "local.jsonl" in index  # the folder's run still listed
 
-        status, page = _get(port, f"/run?file=batch:{batch.id}")
-        assert status == 200 and f"batch:{batch.id}" in page
+        status, page = _get(port, f"/run?file=job:{job.id}")
+        assert status == 200 and f"job:{job.id}" in page
         assert all(item_id in page for item_id in item_ids)
         assert "No request file of the folder" not in page  # CoTs found in demo.jsonl
 
-        status, page = _get(port, f"/compare?base=local.jsonl&cand=batch:{batch.id}")
+        status, page = _get(port, f"/compare?base=local.jsonl&cand=job:{job.id}")
         assert status == 200 and 'id="changed-count">0 of' in page
 
-        status, page = _get(port, "/run?file=batch:b_nosuchbatch")
+        status, page = _get(port, "/run?file=job:b_nosuchjob")
+        assert status == 404 and "on the service" in page
+
+
+def test_the_older_batch_prefix_still_opens_a_job(service: str, tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    with FaithJudgeClient(service, KEY) as client:
+        job = client.submit_job(DEMO, name="older links")
+        assert client.wait(job.id, timeout=60).status == "completed"
+        client.download_results(job.id, folder / "local.jsonl")
+
+    with viewing(folder, service, KEY) as port:
+        status, page = _get(port, f"/run?file=batch:{job.id}")
+        assert status == 200 and f"job:{job.id}" in page
+        status, page = _get(port, f"/compare?base=local.jsonl&cand=batch:{job.id}")
+        assert status == 200 and 'id="changed-count">0 of' in page
+        status, page = _get(port, "/run?file=batch:b_nosuchjob")
         assert status == 404 and "on the service" in page
 
 
@@ -105,7 +122,7 @@ def test_a_service_that_cannot_be_reached_is_one_line_and_the_runs_stay(tmp_path
         assert status == 200
         assert index.count('id="service-problem"') == 1
         assert f"could not list the jobs of {gone}" in index
-        assert "Traceback" not in index and 'id="batches"' not in index
+        assert "Traceback" not in index and 'id="jobs"' not in index
         assert "kept.jsonl" in index
-        status, page = _get(port, "/run?file=batch:b_0123")
+        status, page = _get(port, "/run?file=job:b_0123")
         assert status == 500 and "Traceback" not in page

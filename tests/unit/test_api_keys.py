@@ -42,7 +42,7 @@ def test_a_key_added_later_is_picked_up(tmp_path: Path) -> None:
         ("{", "cannot read"),
         ('{"keys": [{"tenant": "a"}]}', "needs 'sha256'"),
         ('{"keys": [], "tenants": {"a": {"max_lines": 3}}}', "expected one of"),
-        ('{"keys": [], "tenants": {"a": {"max_active_batches": 0}}}', "positive integer"),
+        ('{"keys": [], "tenants": {"a": {"max_active_jobs": 0}}}', "positive integer"),
     ],
 )
 def test_a_broken_keys_file_is_a_config_error(tmp_path: Path, document: str, message: str) -> None:
@@ -61,8 +61,8 @@ def test_per_tenant_limits_come_from_the_file(tmp_path: Path) -> None:
     path = tmp_path / "api_keys.json"
     create_key(path, "a")
     document = json.loads(path.read_text())
-    document["tenants"] = {"a": {"max_batch_lines": 5}}
+    document["tenants"] = {"a": {"max_job_lines": 5}}
     path.write_text(json.dumps(document))
     ring = KeyRing.from_settings(Settings(data_dir=tmp_path))
-    assert ring.limits_for("a") == {"max_batch_lines": 5}
+    assert ring.limits_for("a") == {"max_job_lines": 5}
     assert ring.limits_for("b") == {}

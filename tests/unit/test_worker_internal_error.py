@@ -33,7 +33,7 @@ def test_a_scoring_bug_is_an_unjudged_line_with_its_model_and_question() -> None
         "answer": "yes",
     }
     worker = Worker(store=None, scorer=_BrokenScorer(), settings=Settings())  # type: ignore[arg-type]
-    claimed = ClaimedLine(batch_id="b_1", seq=0, line=7, request=orjson.dumps(request).decode())
+    claimed = ClaimedLine(job_id="b_1", seq=0, line=7, request=orjson.dumps(request).decode())
 
     result = anyio.run(worker._score, claimed)
 

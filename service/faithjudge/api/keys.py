@@ -2,11 +2,13 @@
 
 The keys file (``api_keys.json`` in the data directory unless configured) holds only sha256
 hashes: ``{"keys": [{"sha256": ..., "tenant": ..., "prefix": "fj_ab12", "created_at": ...}],
-"tenants": {"TENANT": {"max_active_batches": 2, ...}}}``. A key's id is the start of its hash
+"tenants": {"TENANT": {"max_active_jobs": 2, ...}}}``. A key's id is the start of its hash
 (``faithjudge keys list`` shows it, ``faithjudge keys revoke ID`` marks the entry
 ``revoked_at``; a revoked key is refused). ``FAITHJUDGE_API_KEYS`` may add keys as JSON
 ``{"KEY": "TENANT"}``; they are hashed as they are read. The file is re-read when it changes, so
-``faithjudge keys create`` and ``revoke`` take effect on a running service.
+``faithjudge keys create`` and ``revoke`` take effect on a running service. The limits
+renamed with the settings they override (``max_active_batches``, ``max_batch_lines``) are still
+read under their old names, with a deprecation warning.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from faithjudge.errors import ConfigError, UserInputError
 from faithjudge.private_files import private_dir
-from faithjudge.settings import Settings
+from faithjudge.settings import RENAMED_SETTINGS, Settings, read_renamed
 
 __all__ = [
     "LIMIT_NAMES",
@@ -36,7 +38,9 @@ __all__ = [
     "revoke_key",
 ]
 
-LIMIT_NAMES = ("max_active_batches", "max_batch_lines", "max_body_bytes")
+LIMIT_NAMES = ("max_active_jobs", "max_job_lines", "max_body_bytes")
+# a tenant's limit overrides the setting of its name: it was renamed with it
+_RENAMED_LIMITS = {old: new for old, new in RENAMED_SETTINGS.items() if new in LIMIT_NAMES}
 _KEY_PREFIX = "fj_"
 _RECHECK_S = 1.0
 # The id is this much of the key's sha256: enough to tell keys apart, nothing to guess the key by.
@@ -184,6 +188,7 @@ def _read_keys_file(
     for tenant, values in (data.get("tenants") or {}).items():
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: tenants.{tenant} must be an object of limits")
+        values = _renamed_limits(path, tenant, values)
         for name, value in values.items():
             if name not in LIMIT_NAMES or not isinstance(value, int) or value < 1:
                 raise ConfigError(
@@ -192,6 +197,14 @@ def _read_keys_file(
                 )
         limits[tenant] = dict(values)
     return hashes, limits, frozenset(revoked)
+
+
+def _renamed_limits(path: Path, tenant: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A tenant's limits with their deprecated names read as the new ones."""
+    try:
+        return read_renamed(values, lambda name: f"tenants.{tenant}.{name}", _RENAMED_LIMITS)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def create_key(path: Path, tenant: str) -> str:

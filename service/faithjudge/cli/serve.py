@@ -84,7 +84,7 @@ def serve(
     concurrency: Annotated[int | None, typer.Option(min=1, help="Judge calls in flight.")] = None,
     cache: Annotated[bool | None, typer.Option("--cache/--no-cache")] = None,
     workers: Annotated[
-        bool | None, typer.Option("--workers/--no-workers", help="Score batches in this process.")
+        bool | None, typer.Option("--workers/--no-workers", help="Score jobs in this process.")
     ] = None,
     insecure_no_auth: Annotated[
         bool,

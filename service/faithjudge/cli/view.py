@@ -7,9 +7,10 @@ Nothing is fetched from anywhere else: the pages are served by this command with
 inline. The server answers only requests addressed to the loopback name it listens on, so a
 web page elsewhere cannot read the results through a name that resolves to this machine.
 
-With ``--service URL`` the index also lists that service's batches (through the SDK, with the
-API key ``faithjudge submit`` uses); ``/run?file=batch:ID`` fetches a batch's results and
-explores them as a file run, and a completed batch is compared with a file run like two files.
+With ``--service URL`` the index also lists that service's jobs (through the SDK, with the
+API key ``faithjudge submit`` uses); ``/run?file=job:ID`` fetches a job's results and explores
+them as a file run, and a completed job is compared with a file run like two files. The older
+``batch:ID`` names the same job.
 A service that cannot be reached is said in one line of the index; the folder's runs stay.
 """
 
@@ -32,25 +33,25 @@ from faithjudge.cli.common import err, fail
 if TYPE_CHECKING:
     from faithjudge_client import FaithJudgeClient
 
-    from faithjudge.reports.browser import BatchListing, Comparison, Run, RunFolder
+    from faithjudge.reports.browser import Comparison, JobListing, Run, RunFolder
 
 __all__ = ["DEFAULT_PORT", "make_server", "register"]
 
 DEFAULT_PORT = 8765
 HOST = "127.0.0.1"
-# The newest batches listed: one page of ``GET /v1/batches`` at its largest.
-BATCHES_LISTED = 200
-# The index waits on the service this long at most; a batch's results may take longer.
+# The newest jobs listed: one page of ``GET /v1/jobs`` at its largest.
+JOBS_LISTED = 200
+# The index waits on the service this long at most; a job's results may take longer.
 LIST_TIMEOUT_S = 5.0
-_BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
-class ServiceBatches:
-    """The batches of a FaithJudge service, read through the SDK.
+class ServiceJobs:
+    """The jobs of a FaithJudge service, read through the SDK.
 
-    An opened batch's results are downloaded into a private cache folder, read there as a run
-    of its own ``RunFolder`` (named ``batch:<id>``, so a file run and a batch never share a
-    name); a completed batch is downloaded once, an unfinished one again on every visit.
+    An opened job's results are downloaded into a private cache folder, read there as a run
+    of its own ``RunFolder`` (named ``job:<id>``, so a file run and a job never share a
+    name); a completed job is downloaded once, an unfinished one again on every visit.
     """
 
     def __init__(self, client: FaithJudgeClient, requests: RunFolder) -> None:
@@ -67,65 +68,67 @@ class ServiceBatches:
         self.client.close()
         self._cache.cleanup()
 
-    def listing(self) -> BatchListing:
+    def listing(self) -> JobListing:
         from faithjudge.errors import FaithJudgeError
-        from faithjudge.reports.browser import BatchListing, BatchSummary
+        from faithjudge.reports.browser import JobListing, JobSummary
 
         url = self.client.base_url
         try:
-            page = self.client.jobs(limit=BATCHES_LISTED)
+            page = self.client.jobs(limit=JOBS_LISTED)
         except FaithJudgeError as exc:
-            return BatchListing(url, problem=f"could not list the jobs of {url}: {exc}")
-        batches = [
-            BatchSummary(
-                id=b.id,
-                name=b.name,
-                status=b.status,
-                judge=b.judge,
-                lines=b.total,
-                created=b.created_at.timestamp(),
+            return JobListing(url, problem=f"could not list the jobs of {url}: {exc}")
+        jobs = [
+            JobSummary(
+                id=j.id,
+                name=j.name,
+                status=j.status,
+                judge=j.judge,
+                lines=j.total,
+                created=j.created_at.timestamp(),
             )
-            for b in page.items
+            for j in page.items
         ]
-        return BatchListing(url, batches, more=bool(page.next_cursor))
+        return JobListing(url, jobs, more=bool(page.next_cursor))
 
     def fetch(self, name: str) -> str:
-        """The run name in ``self.runs`` of the batch run ``name`` (``batch:<id>``), its
-        results downloaded.
+        """The run name in ``self.runs`` of the job run ``name`` (``job:<id>``, or the older
+        ``batch:<id>``), its results downloaded.
 
         Raises:
-            KeyError: no such batch.
+            KeyError: no such job.
             FaithJudgeError: the service cannot be reached, or refuses.
         """
         from faithjudge_client import NotFound
 
         from faithjudge.errors import FaithJudgeError
-        from faithjudge.reports.browser import BATCH_PREFIX
+        from faithjudge.reports.browser import JOB_PREFIX, service_job_id
 
-        batch_id = name.removeprefix(BATCH_PREFIX)
-        if not _BATCH_ID.fullmatch(batch_id):
+        job_id = service_job_id(name)
+        if job_id is None or not _JOB_ID.fullmatch(job_id):
             raise KeyError(name)
+        # one cached run per job, whichever prefix the link used
+        run = JOB_PREFIX + job_id
         with self._lock:
-            if name not in self._fetched:
+            if run not in self._fetched:
                 try:
-                    status = self.client.job(batch_id)
+                    status = self.client.job(job_id)
                 except NotFound:
                     raise KeyError(name) from None
-                written = self.client.download_results(batch_id, self.runs.folder / name)
+                written = self.client.download_results(job_id, self.runs.folder / run)
                 if not written:
-                    raise FaithJudgeError(f"job {batch_id} has no result yet ({status.status})")
+                    raise FaithJudgeError(f"job {job_id} has no result yet ({status.status})")
                 if status.terminal:
-                    self._fetched.add(name)
+                    self._fetched.add(run)
         # CoTs are looked for in the request files of the viewed folder, as for a file run
         self.runs.requests = self._requests.request_files()
-        return name
+        return run
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], folder: RunFolder, service: ServiceBatches | None = None
+        self, address: tuple[str, int], folder: RunFolder, service: ServiceJobs | None = None
     ) -> None:
         super().__init__(address, _Handler)
         self.folder = folder
@@ -139,10 +142,10 @@ class _Server(ThreadingHTTPServer):
             self.service.close()
 
     def source(self, name: str) -> tuple[RunFolder, str]:
-        """Where the run ``name`` is read: the folder, or a batch's fetched results."""
-        from faithjudge.reports.browser import BATCH_PREFIX
+        """Where the run ``name`` is read: the folder, or a job's fetched results."""
+        from faithjudge.reports.browser import service_job_id
 
-        if self.service is not None and name.startswith(BATCH_PREFIX):
+        if self.service is not None and service_job_id(name) is not None:
             return self.service.runs, self.service.fetch(name)
         return self.folder, name
 
@@ -208,7 +211,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         from faithjudge.errors import FaithJudgeError
         from faithjudge.reports import render_browser as pages
-        from faithjudge.reports.browser import BATCH_PREFIX
+        from faithjudge.reports.browser import service_job_id
 
         if not self._addressed_here():
             self._problem(HTTPStatus.FORBIDDEN, "this server answers only 127.0.0.1")
@@ -219,8 +222,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if url.path == "/":
                 service = self.server.service
-                batches = None if service is None else service.listing()
-                page = pages.index_page(str(folder.folder), folder.listing(), batches)
+                jobs = None if service is None else service.listing()
+                page = pages.index_page(str(folder.folder), folder.listing(), jobs)
                 self._send(HTTPStatus.OK, page, policy=pages.page_policy())
             elif url.path == "/run":
                 name = self._required(query, "file")
@@ -240,8 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._problem(HTTPStatus.NOT_FOUND, f"no page at {url.path}")
         except KeyError as exc:
             name = str(exc.args[0])
-            batch = self.server.service is not None and name.startswith(BATCH_PREFIX)
-            where = "on the service" if batch else f"in {folder.folder}"
+            job = self.server.service is not None and service_job_id(name) is not None
+            where = "on the service" if job else f"in {folder.folder}"
             self._problem(HTTPStatus.NOT_FOUND, f"no results file {name!r} {where}")
         except FaithJudgeError as exc:
             self._problem(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
@@ -263,7 +266,7 @@ def make_server(
     api_key: str | None = None,
 ) -> _Server:
     """The viewer's server on 127.0.0.1:``port`` (0: any free port), not yet serving; with
-    ``service`` (a base URL) it also lists and opens that service's batches.
+    ``service`` (a base URL) it also lists and opens that service's jobs.
 
     Raises:
         OSError: the port cannot be bound.
@@ -274,7 +277,7 @@ def make_server(
     from faithjudge.reports.browser import RunFolder
 
     runs = RunFolder(folder, requests)
-    batches = None
+    jobs = None
     if service is not None:
         # a page waits on the service: no retries, and a short wait to connect
         client = FaithJudgeClient(
@@ -283,12 +286,12 @@ def make_server(
             timeout=httpx.Timeout(60.0, connect=LIST_TIMEOUT_S),
             retry=RetryPolicy(max_retries=0),
         )
-        batches = ServiceBatches(client, runs)
+        jobs = ServiceJobs(client, runs)
     try:
-        return _Server((HOST, port), runs, batches)
+        return _Server((HOST, port), runs, jobs)
     except OSError:
-        if batches is not None:
-            batches.close()
+        if jobs is not None:
+            jobs.close()
         raise
 
 

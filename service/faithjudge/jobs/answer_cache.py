@@ -70,9 +70,9 @@ class StoreAnswerCache(ResponseCache):
 
     @staticmethod
     @contextlib.contextmanager
-    def scoring(batch_id: str, seq: int) -> Iterator[None]:
+    def scoring(job_id: str, seq: int) -> Iterator[None]:
         """Answers received in the block (and the tasks it starts) are kept for that line."""
-        token = _line.set((batch_id, seq))
+        token = _line.set((job_id, seq))
         try:
             yield
         finally:
@@ -168,10 +168,10 @@ class StoreAnswerCache(ResponseCache):
                 log.exception("keeping judge answers failed; retrying")
                 await anyio.sleep(_RETRY_S)
 
-    async def prefetch(self, batch_id: str, seqs: Collection[int]) -> int:
-        """Read the answers kept for lines ``seqs`` of ``batch_id`` (by any process) into the
+    async def prefetch(self, job_id: str, seqs: Collection[int]) -> int:
+        """Read the answers kept for lines ``seqs`` of ``job_id`` (by any process) into the
         local tier, before they are scored; how many were found."""
-        found = await self._store.answers_of_lines(batch_id, seqs)
+        found = await self._store.answers_of_lines(job_id, seqs)
         for key, response in found:
             try:
                 # already in the store: the local tier only

@@ -163,7 +163,7 @@ class LineCounts:
 
 @dataclass(frozen=True, slots=True)
 class ClaimedLine:
-    batch_id: str
+    job_id: str
     seq: int
     line: int
     request: str
@@ -177,7 +177,7 @@ class ClaimedLine:
 class DoneLine:
     """A scored line, with the outcome columns the status aggregate sums."""
 
-    batch_id: str
+    job_id: str
     seq: int
     result: bytes
     is_error: int
@@ -190,11 +190,11 @@ class DoneLine:
 
 @dataclass(frozen=True, slots=True)
 class KeptAnswer:
-    """A judge answer a worker received while scoring line ``seq`` of job ``batch_id``, under
+    """A judge answer a worker received while scoring line ``seq`` of job ``job_id``, under
     its response-cache key (the tenant's scope in it)."""
 
     key: str
-    batch_id: str
+    job_id: str
     seq: int
     response: JudgeResponse
 
@@ -262,14 +262,14 @@ class JobIntake(Protocol):
         atomic step, so concurrent uploads never exceed it."""
         ...
 
-    async def add_lines(self, batch_id: str, rows: Sequence[tuple[int, int, str]]) -> None: ...
-    async def add_rejections(self, batch_id: str, rows: Sequence[tuple[int, str]]) -> None:
+    async def add_lines(self, job_id: str, rows: Sequence[tuple[int, int, str]]) -> None: ...
+    async def add_rejections(self, job_id: str, rows: Sequence[tuple[int, str]]) -> None:
         """Keep rejected lines ``(line, LineRejection JSON)`` as the upload streams."""
         ...
 
     async def finish_ingest(
         self,
-        batch_id: str,
+        job_id: str,
         *,
         total: int,
         rejections: list[dict[str, Any]],
@@ -280,7 +280,7 @@ class JobIntake(Protocol):
         count of them all, is larger)."""
         ...
 
-    async def discard_job(self, batch_id: str) -> None: ...
+    async def discard_job(self, job_id: str) -> None: ...
     async def find_by_idempotency_key(self, tenant: str, key: str) -> JobRow | None: ...
     async def count_occupying(self, tenant: str) -> int: ...
 
@@ -288,19 +288,19 @@ class JobIntake(Protocol):
 class JobReader(Protocol):
     """What the API reads and changes of a tenant's batches."""
 
-    async def get_job(self, tenant: str, batch_id: str) -> JobRow | None: ...
-    async def line_counts(self, batch_id: str) -> LineCounts: ...
+    async def get_job(self, tenant: str, job_id: str) -> JobRow | None: ...
+    async def line_counts(self, job_id: str) -> LineCounts: ...
     async def list_jobs(
         self, tenant: str, *, limit: int, before: tuple[float, str] | None
     ) -> list[JobRow]: ...
     async def results_page(
-        self, batch_id: str, *, start: int, limit: int, with_line: bool = False
+        self, job_id: str, *, start: int, limit: int, with_line: bool = False
     ) -> list[Any]: ...
-    async def line_number(self, batch_id: str, seq: int) -> int: ...
+    async def line_number(self, job_id: str, seq: int) -> int: ...
     async def queue_depth(self) -> int: ...
-    async def cancel(self, tenant: str, batch_id: str) -> JobRow | None: ...
+    async def cancel(self, tenant: str, job_id: str) -> JobRow | None: ...
     async def retry_transport_failures(
-        self, tenant: str, batch_id: str, *, max_active: int | None = None
+        self, tenant: str, job_id: str, *, max_active: int | None = None
     ) -> int | None:
         """Queue again the lines of a completed batch whose result holds a ``transport``
         failure, and the batch with them: how many, or None when the batch is not completed
@@ -310,13 +310,13 @@ class JobReader(Protocol):
         ...
 
     async def rejections_page(
-        self, batch_id: str, *, after: int, limit: int, skip: int = 0
+        self, job_id: str, *, after: int, limit: int, skip: int = 0
     ) -> list[tuple[int, str]]:
         """What ``add_rejections`` kept for lines numbered above ``after``, in line order: at
         most ``limit``, the first ``skip`` passed over."""
         ...
 
-    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
+    async def count_rejections(self, job_id: str, *, before: int | None = None) -> int:
         """How many rejected lines ``add_rejections`` kept (those numbered below ``before``)."""
         ...
 
@@ -342,12 +342,12 @@ class LineQueue(Protocol):
         """Active jobs of a judge not in ``judges`` that no process is working on now."""
         ...
 
-    async def note_waiting(self, batch_id: str, detail: str) -> None:
+    async def note_waiting(self, job_id: str, detail: str) -> None:
         """Set the detail of a job nobody scores (unless another worker took it meanwhile)."""
         ...
 
     async def claim(
-        self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
+        self, owner: str, *, job_ids: Iterable[str], limit: int, lease_s: float
     ) -> list[ClaimedLine]: ...
     async def renew(self, owner: str, *, lease_s: float) -> None: ...
     async def release(self, owner: str) -> None: ...
@@ -360,10 +360,10 @@ class ProviderPhaseStore(Protocol):
 
     def provider_ledger(
         self,
-        batch_id: str,
+        job_id: str,
         render: Callable[[Sequence[tuple[str, int, str]]], list[tuple[str, bytes]]],
     ) -> ProviderLedger:
-        """Job ``batch_id``'s ledger; ``render`` turns (key, line number, request line JSON) of
+        """Job ``job_id``'s ledger; ``render`` turns (key, line number, request line JSON) of
         requests into their Batch API lines (the store keeps only which line each came from)."""
         ...
 
@@ -375,30 +375,30 @@ class ProviderPhaseStore(Protocol):
         ...
 
     async def renew_provider_phase(
-        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+        self, owner: str, job_id: str, *, lease_s: float, detail: str | None = None
     ) -> str:
         """``held``, ``ended`` (the job is no longer active) or ``taken`` (by another owner)."""
         ...
 
     async def end_provider_phase(
-        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+        self, owner: str, job_id: str, *, done: bool, detail: str | None = None
     ) -> None: ...
-    async def fail_job(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+    async def fail_job(self, job_id: str, detail: str, *, owner: str | None = None) -> None:
         """End an active job as ``failed``; with ``owner``, only while that process holds its
         provider phase (a process whose lease ran out must not fail a job another took over)."""
         ...
 
     async def unscored_requests(
-        self, batch_id: str, *, after: int, limit: int
+        self, job_id: str, *, after: int, limit: int
     ) -> list[tuple[int, int, str]]: ...
-    async def answer_of(self, key: str, *, batch_id: str | None = None) -> JudgeResponse | None:
-        """The answer to ``key`` from a job of ``batch_id``'s tenant (or of any job)."""
+    async def answer_of(self, key: str, *, job_id: str | None = None) -> JudgeResponse | None:
+        """The answer to ``key`` from a job of ``job_id``'s tenant (or of any job)."""
         ...
 
     async def failure_of(
-        self, key: str, *, batch_id: str | None = None
+        self, key: str, *, job_id: str | None = None
     ) -> tuple[int, int | None, str] | None:
-        """(tries, status, message) of ``key`` failed for good in job ``batch_id`` (or any)."""
+        """(tries, status, message) of ``key`` failed for good in job ``job_id`` (or any)."""
         ...
 
     async def ended_provider_phases(
@@ -421,9 +421,9 @@ class AnswerStore(Protocol):
         ...
 
     async def answers_of_lines(
-        self, batch_id: str, seqs: Collection[int]
+        self, job_id: str, seqs: Collection[int]
     ) -> list[tuple[str, JudgeResponse]]:
-        """(key, answer) of every answer kept while scoring lines ``seqs`` of ``batch_id``."""
+        """(key, answer) of every answer kept while scoring lines ``seqs`` of ``job_id``."""
         ...
 
 

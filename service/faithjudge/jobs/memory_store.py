@@ -181,7 +181,7 @@ class _Job:
 @dataclass(slots=True)
 class _Part:
     id: int
-    batch_id: str
+    job_id: str
     lines: int = 0
     bytes: int = 0
     sealed: bool = False
@@ -256,18 +256,18 @@ class _Data:
         line.state, line.owner, line.lease_until = PENDING, None, None
         job.reopened(line)
 
-    def drop_job(self, batch_id: str) -> None:
-        job = self.jobs.pop(batch_id, None)
+    def drop_job(self, job_id: str) -> None:
+        job = self.jobs.pop(job_id, None)
         if job is not None:
             for line in job.by_seq.values():
                 self.unlease(job, line)
-        self.requests.pop(batch_id, None)
-        for part in [p for p in self.parts.values() if p.batch_id == batch_id]:
+        self.requests.pop(job_id, None)
+        for part in [p for p in self.parts.values() if p.job_id == job_id]:
             del self.parts[part.id]
 
-    def tenant_jobs(self, batch_id: str) -> set[str]:
-        """The jobs of ``batch_id``'s tenant (its own included; none for an unknown job)."""
-        job = self.jobs.get(batch_id)
+    def tenant_jobs(self, job_id: str) -> set[str]:
+        """The jobs of ``job_id``'s tenant (its own included; none for an unknown job)."""
+        job = self.jobs.get(job_id)
         if job is None:
             return set()
         return {bid for bid, other in self.jobs.items() if other.row.tenant == job.row.tenant}
@@ -396,36 +396,36 @@ class MemoryJobStore:
             data.jobs[row.id] = _Job(row)
             return row
 
-    def _job(self, data: _Data, batch_id: str) -> _Job:
-        job = data.jobs.get(batch_id)
+    def _job(self, data: _Data, job_id: str) -> _Job:
+        job = data.jobs.get(job_id)
         if job is None:
-            raise LookupError(f"the job store holds no batch {batch_id}")
+            raise LookupError(f"the job store holds no job {job_id}")
         return job
 
-    async def add_lines(self, batch_id: str, rows: Sequence[tuple[int, int, str]]) -> None:
+    async def add_lines(self, job_id: str, rows: Sequence[tuple[int, int, str]]) -> None:
         if not rows:
             return
         with self._locked() as data:
-            job = self._job(data, batch_id)
+            job = self._job(data, job_id)
             taken = [seq for seq, _, _ in rows if seq in job.by_seq]
             if taken:
-                raise ValueError(f"batch {batch_id} holds line seq {taken[0]} already")
+                raise ValueError(f"job {job_id} holds line seq {taken[0]} already")
             for seq, line, request in rows:
                 job.by_seq[seq] = _Line(seq, line, request)
             job.set(updated_at=time.time())
 
-    async def add_rejections(self, batch_id: str, rows: Sequence[tuple[int, str]]) -> None:
+    async def add_rejections(self, job_id: str, rows: Sequence[tuple[int, str]]) -> None:
         if not rows:
             return
         with self._locked() as data:
-            job = self._job(data, batch_id)
+            job = self._job(data, job_id)
             for row in rows:
                 bisect.insort(job.rejections, row)
             job.set(updated_at=time.time())
 
     async def finish_ingest(
         self,
-        batch_id: str,
+        job_id: str,
         *,
         total: int,
         rejections: list[dict[str, Any]],
@@ -434,7 +434,7 @@ class MemoryJobStore:
     ) -> JobRow:
         now = time.time()
         with self._locked() as data:
-            job = self._job(data, batch_id)
+            job = self._job(data, job_id)
             job.ordered = sorted(job.by_seq.values(), key=lambda line: line.seq)
             for index, line in enumerate(job.ordered):
                 line.index = index
@@ -451,9 +451,9 @@ class MemoryJobStore:
             )
             return job.row
 
-    async def discard_job(self, batch_id: str) -> None:
+    async def discard_job(self, job_id: str) -> None:
         with self._locked() as data:
-            data.drop_job(batch_id)
+            data.drop_job(job_id)
 
     async def find_by_idempotency_key(self, tenant: str, key: str) -> JobRow | None:
         with self._locked() as data:
@@ -468,14 +468,14 @@ class MemoryJobStore:
 
     # ------------------------------------------------------------------ reading
 
-    async def get_job(self, tenant: str, batch_id: str) -> JobRow | None:
+    async def get_job(self, tenant: str, job_id: str) -> JobRow | None:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             return job.row if job is not None and job.row.tenant == tenant else None
 
-    async def line_counts(self, batch_id: str) -> LineCounts:
+    async def line_counts(self, job_id: str) -> LineCounts:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             return (job.tally if job is not None else _Tally()).counts(time.time())
 
     async def list_jobs(
@@ -493,10 +493,10 @@ class MemoryJobStore:
         return rows[:limit]
 
     async def results_page(
-        self, batch_id: str, *, start: int, limit: int, with_line: bool = False
+        self, job_id: str, *, start: int, limit: int, with_line: bool = False
     ) -> list[Any]:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None:
                 return []
             lines = job.ordered or sorted(job.by_seq.values(), key=lambda line: line.seq)
@@ -506,12 +506,12 @@ class MemoryJobStore:
                 return [(line.seq, line.state, line.result, line.line) for line in page]
             return [(line.seq, line.state, line.result) for line in page]
 
-    async def line_number(self, batch_id: str, seq: int) -> int:
+    async def line_number(self, job_id: str, seq: int) -> int:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             line = job.by_seq.get(seq) if job is not None else None
             if line is None:
-                raise LookupError(f"batch {batch_id} has no line {seq}")
+                raise LookupError(f"job {job_id} has no line {seq}")
             return line.line
 
     async def queue_depth(self) -> int:
@@ -524,10 +524,10 @@ class MemoryJobStore:
                 if line.state != DONE
             )
 
-    async def cancel(self, tenant: str, batch_id: str) -> JobRow | None:
+    async def cancel(self, tenant: str, job_id: str) -> JobRow | None:
         now = time.time()
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None or job.row.tenant != tenant:
                 return None
             if job.active:
@@ -540,11 +540,11 @@ class MemoryJobStore:
             return job.row
 
     async def retry_transport_failures(
-        self, tenant: str, batch_id: str, *, max_active: int | None = None
+        self, tenant: str, job_id: str, *, max_active: int | None = None
     ) -> int | None:
         now = time.time()
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None or job.row.tenant != tenant or job.row.status != "completed":
                 return None
             failed = [
@@ -571,24 +571,24 @@ class MemoryJobStore:
                 # the batch route: its provider phase runs again for the requests that failed
                 # for good, which it would otherwise read back as failed
                 job.provider_done_at = None
-                requests = data.requests.get(batch_id, {})
+                requests = data.requests.get(job_id, {})
                 for key in [k for k, r in requests.items() if r.state == "failed"]:
                     del requests[key]
             return len(failed)
 
     async def rejections_page(
-        self, batch_id: str, *, after: int, limit: int, skip: int = 0
+        self, job_id: str, *, after: int, limit: int, skip: int = 0
     ) -> list[tuple[int, str]]:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None:
                 return []
             at = bisect.bisect_right(job.rejections, after, key=lambda row: row[0]) + skip
             return job.rejections[at : at + limit]
 
-    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
+    async def count_rejections(self, job_id: str, *, before: int | None = None) -> int:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None:
                 return 0
             if before is None:
@@ -644,10 +644,10 @@ class MemoryJobStore:
             )
         return [job.row for job in found[:limit]]
 
-    async def note_waiting(self, batch_id: str, detail: str) -> None:
+    async def note_waiting(self, job_id: str, detail: str) -> None:
         now = time.time()
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None or not job.active or job.worked_on(now):
                 return
             current = job.row.detail
@@ -661,15 +661,15 @@ class MemoryJobStore:
                 job.set(detail=detail, updated_at=now)
 
     async def claim(
-        self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
+        self, owner: str, *, job_ids: Iterable[str], limit: int, lease_s: float
     ) -> list[ClaimedLine]:
         claimed: list[ClaimedLine] = []
         with self._locked() as data:
-            for batch_id in batch_ids:
+            for job_id in job_ids:
                 want = limit - len(claimed)
                 if want <= 0:
                     break
-                job = data.jobs.get(batch_id)
+                job = data.jobs.get(job_id)
                 if job is None or not job.active:
                     continue
                 now = time.time()
@@ -693,7 +693,7 @@ class MemoryJobStore:
                     job.set(status="running", started_at=job.row.started_at or now, updated_at=now)
                 claimed.extend(
                     ClaimedLine(
-                        batch_id,
+                        job_id,
                         line.seq,
                         line.line,
                         line.request,
@@ -702,20 +702,20 @@ class MemoryJobStore:
                     )
                     for line in taken
                 )
-        claimed.sort(key=lambda c: (c.batch_id, c.seq))
+        claimed.sort(key=lambda c: (c.job_id, c.seq))
         return claimed
 
     async def renew(self, owner: str, *, lease_s: float) -> None:
         until = time.time() + lease_s
         with self._locked() as data:
-            for batch_id, seq in data.leases.get(owner, ()):
-                data.jobs[batch_id].by_seq[seq].lease_until = until
+            for job_id, seq in data.leases.get(owner, ()):
+                data.jobs[job_id].by_seq[seq].lease_until = until
 
     async def release(self, owner: str) -> None:
         """Give back every line and provider phase ``owner`` holds (a clean shutdown)."""
         with self._locked() as data:
-            for batch_id, seq in list(data.leases.get(owner, ())):
-                job = data.jobs[batch_id]
+            for job_id, seq in list(data.leases.get(owner, ())):
+                job = data.jobs[job_id]
                 data.free(job, job.by_seq[seq])
             for job in data.jobs.values():
                 if job.provider_owner == owner:
@@ -730,7 +730,7 @@ class MemoryJobStore:
         with self._locked() as data:
             touched: dict[str, _Job] = {}
             for item in done:
-                job = data.jobs.get(item.batch_id)
+                job = data.jobs.get(item.job_id)
                 line = job.by_seq.get(item.seq) if job is not None else None
                 if job is None or line is None or line.owner != owner or line.state != LEASED:
                     continue
@@ -752,8 +752,8 @@ class MemoryJobStore:
 
     # ------------------------------------------------------------------ the provider phase
 
-    def provider_ledger(self, batch_id: str, render: Render) -> MemoryLedger:
-        return MemoryLedger(self, batch_id, render)
+    def provider_ledger(self, job_id: str, render: Render) -> MemoryLedger:
+        return MemoryLedger(self, job_id, render)
 
     async def claim_provider_phase(
         self, owner: str, *, lease_s: float, judges: Collection[str | None] | None = None
@@ -776,10 +776,10 @@ class MemoryJobStore:
             return job.row.id
 
     async def renew_provider_phase(
-        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+        self, owner: str, job_id: str, *, lease_s: float, detail: str | None = None
     ) -> str:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None:
                 return "ended"
             if job.provider_owner == owner and job.active:
@@ -790,11 +790,11 @@ class MemoryJobStore:
             return "taken" if job.active else "ended"
 
     async def end_provider_phase(
-        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+        self, owner: str, job_id: str, *, done: bool, detail: str | None = None
     ) -> None:
         now = time.time()
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None or job.provider_owner != owner:
                 return
             job.provider_owner = job.provider_lease_until = None
@@ -802,10 +802,10 @@ class MemoryJobStore:
                 job.provider_done_at = now
             job.set(detail=detail, updated_at=now)
 
-    async def fail_job(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+    async def fail_job(self, job_id: str, detail: str, *, owner: str | None = None) -> None:
         now = time.time()
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None or not job.active:
                 return
             if owner is not None and job.provider_owner != owner:
@@ -814,10 +814,10 @@ class MemoryJobStore:
             job.set(status="failed", detail=detail, finished_at=now, updated_at=now)
 
     async def unscored_requests(
-        self, batch_id: str, *, after: int, limit: int
+        self, job_id: str, *, after: int, limit: int
     ) -> list[tuple[int, int, str]]:
         with self._locked() as data:
-            job = data.jobs.get(batch_id)
+            job = data.jobs.get(job_id)
             if job is None:
                 return []
             found: list[tuple[int, int, str]] = []
@@ -828,9 +828,9 @@ class MemoryJobStore:
                     found.append((line.seq, line.line, line.request))
             return found
 
-    async def answer_of(self, key: str, *, batch_id: str | None = None) -> JudgeResponse | None:
+    async def answer_of(self, key: str, *, job_id: str | None = None) -> JudgeResponse | None:
         with self._locked() as data:
-            jobs = data.tenant_jobs(batch_id) if batch_id is not None else data.requests.keys()
+            jobs = data.tenant_jobs(job_id) if job_id is not None else data.requests.keys()
             for job in jobs:
                 request = data.requests.get(job, {}).get(key)
                 if (
@@ -842,10 +842,10 @@ class MemoryJobStore:
         return None
 
     async def failure_of(
-        self, key: str, *, batch_id: str | None = None
+        self, key: str, *, job_id: str | None = None
     ) -> tuple[int, int | None, str] | None:
         with self._locked() as data:
-            jobs = [batch_id] if batch_id is not None else list(data.requests)
+            jobs = [job_id] if job_id is not None else list(data.requests)
             failed = [
                 request
                 for job in jobs
@@ -866,14 +866,14 @@ class MemoryJobStore:
     ) -> list[str]:
         with self._locked() as data:
             open_jobs = {
-                part.batch_id for part in data.parts.values() if part.sealed and not part.done
+                part.job_id for part in data.parts.values() if part.sealed and not part.done
             }
             found = sorted(
-                batch_id
-                for batch_id in open_jobs
-                if (job := data.jobs.get(batch_id)) is not None
+                job_id
+                for job_id in open_jobs
+                if (job := data.jobs.get(job_id)) is not None
                 and job.row.status not in (*ACTIVE_STATES, "ingesting")
-                and (after is None or batch_id > after)
+                and (after is None or job_id > after)
                 and (judges is None or _of_judges(job, judges))
             )
         return found[:limit]
@@ -886,36 +886,36 @@ class MemoryJobStore:
                 if kept.key in data.answers:
                     continue  # two replicas that both paid for one request keep the first
                 data.answers[kept.key] = kept
-                data.by_line.setdefault((kept.batch_id, kept.seq), []).append(kept.key)
+                data.by_line.setdefault((kept.job_id, kept.seq), []).append(kept.key)
 
     async def answers_of_lines(
-        self, batch_id: str, seqs: Collection[int]
+        self, job_id: str, seqs: Collection[int]
     ) -> list[tuple[str, JudgeResponse]]:
         with self._locked() as data:
             return [
                 (key, _cached(data.answers[key].response))
                 for seq in sorted(set(seqs))
-                for key in data.by_line.get((batch_id, seq), ())
+                for key in data.by_line.get((job_id, seq), ())
             ]
 
 
 class MemoryLedger:
-    """Job ``batch_id``'s Batch API ledger in a ``MemoryJobStore`` (``ProviderLedger``, and
+    """Job ``job_id``'s Batch API ledger in a ``MemoryJobStore`` (``ProviderLedger``, and
     ``PartStaging`` for its writer)."""
 
-    def __init__(self, store: MemoryJobStore, batch_id: str, render: Render) -> None:
+    def __init__(self, store: MemoryJobStore, job_id: str, render: Render) -> None:
         self._store = store
         self._render = render
-        self.batch_id = batch_id
-        self.ledger_id = batch_id
+        self.job_id = job_id
+        self.ledger_id = job_id
 
     def _requests(self, data: _Data) -> dict[str, _Request]:
-        return data.requests.setdefault(self.batch_id, {})
+        return data.requests.setdefault(self.job_id, {})
 
     def _part(self, data: _Data, part: int) -> _Part:
         found = data.parts.get(part)
-        if found is None or found.batch_id != self.batch_id:
-            raise LookupError(f"job {self.batch_id} has no provider part {part}")
+        if found is None or found.job_id != self.job_id:
+            raise LookupError(f"job {self.job_id} has no provider part {part}")
         return found
 
     # ----------------------------------------------------------------- staging
@@ -923,7 +923,7 @@ class MemoryLedger:
     async def drop_unsealed(self) -> None:
         with self._store._locked() as data:
             parts = data.parts.values()
-            self._drop(data, [p.id for p in parts if p.batch_id == self.batch_id and not p.sealed])
+            self._drop(data, [p.id for p in parts if p.job_id == self.job_id and not p.sealed])
 
     async def drop_parts(self, parts: Collection[int]) -> None:
         with self._store._locked() as data:
@@ -939,7 +939,7 @@ class MemoryLedger:
                 else:
                     request.state = "retry"
         for part in parts:
-            if part in data.parts and data.parts[part].batch_id == self.batch_id:
+            if part in data.parts and data.parts[part].job_id == self.job_id:
                 del data.parts[part]
 
     async def keys(self) -> set[str]:
@@ -948,7 +948,7 @@ class MemoryLedger:
 
     def _tenant_answers(self, data: _Data, keys: list[str]) -> dict[str, JudgeResponse | None]:
         found: dict[str, JudgeResponse | None] = {}
-        for job in data.tenant_jobs(self.batch_id):
+        for job in data.tenant_jobs(self.job_id):
             requests = data.requests.get(job, {})
             for key in keys:
                 request = requests.get(key)
@@ -983,7 +983,7 @@ class MemoryLedger:
 
     async def new_part(self) -> int:
         with self._store._locked() as data:
-            part = _Part(data.next_part, self.batch_id)
+            part = _Part(data.next_part, self.job_id)
             data.next_part += 1
             data.parts[part.id] = part
             return part.id
@@ -1012,7 +1012,7 @@ class MemoryLedger:
             return [
                 part.as_dict()
                 for part in sorted(data.parts.values(), key=lambda p: p.id)
-                if part.batch_id == self.batch_id
+                if part.job_id == self.job_id
                 and part.sealed
                 and (submitted is None or (part.provider_batch_id is not None) == submitted)
                 and (done is None or part.done == done)
@@ -1022,7 +1022,7 @@ class MemoryLedger:
         """(key, line number, request line) of this job's requests matching ``where``, in line
         order: a snapshot, so the writer may move them meanwhile."""
         with self._store._locked() as data:
-            job = data.jobs.get(self.batch_id)
+            job = data.jobs.get(self.job_id)
             found: list[tuple[int, str, int, str]] = []
             for request in self._requests(data).values():
                 line = job.by_seq.get(request.seq) if job and request.seq is not None else None
@@ -1046,16 +1046,16 @@ class MemoryLedger:
             async for _key, line in self._rendered(lambda r: r.part == part["id"]):
                 handle.write(line)
             handle.seek(0)
-            yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
+            yield f"{self.job_id}-part-{part['id']:06d}.jsonl", handle
 
     async def set_file(self, part: int, file_id: str) -> None:
         with self._store._locked() as data:
             self._part(data, part).file_id = file_id
 
-    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
+    async def set_submitted(self, part: int, provider_batch_id: str, state: str) -> None:
         with self._store._locked() as data:
             found = self._part(data, part)
-            found.provider_batch_id, found.state = batch_id, state
+            found.provider_batch_id, found.state = provider_batch_id, state
             for request in self._requests(data).values():
                 if request.part == part and request.state == "staged":
                     request.state = "submitted"
@@ -1129,7 +1129,7 @@ class MemoryLedger:
 
     async def totals(self) -> LedgerTotals:
         with self._store._locked() as data:
-            parts = [p for p in data.parts.values() if p.batch_id == self.batch_id]
+            parts = [p for p in data.parts.values() if p.job_id == self.job_id]
         return LedgerTotals(
             files_uploaded=sum(p.file_id is not None for p in parts),
             batches_created=sum(p.provider_batch_id is not None for p in parts),

@@ -114,9 +114,9 @@ class JobAnswers:
 
     @staticmethod
     @contextmanager
-    def scoring(batch_id: str) -> Iterator[None]:
-        """Lookups made in the block (and the tasks it starts) are for job ``batch_id``."""
-        token = _scoring_job.set(batch_id)
+    def scoring(job_id: str) -> Iterator[None]:
+        """Lookups made in the block (and the tasks it starts) are for job ``job_id``."""
+        token = _scoring_job.set(job_id)
         try:
             yield
         finally:
@@ -125,7 +125,7 @@ class JobAnswers:
     async def answer_of(self, key: str) -> JudgeResponse | None:
         job = _scoring_job.get()
         return await until_store_answers(
-            lambda: self._store.answer_of(key, batch_id=job),
+            lambda: self._store.answer_of(key, job_id=job),
             what="reading batch answers",
             failing=self._failing,
         )
@@ -133,7 +133,7 @@ class JobAnswers:
     async def failure_of(self, key: str) -> tuple[int, int | None, str] | None:
         job = _scoring_job.get()
         return await until_store_answers(
-            lambda: self._store.failure_of(key, batch_id=job),
+            lambda: self._store.failure_of(key, job_id=job),
             what="reading batch answers",
             failing=self._failing,
         )
@@ -190,58 +190,58 @@ class ProviderPhase:
 
     async def _claim_loop(self) -> None:
         while True:
-            batch_id = await until_store_answers(
+            job_id = await until_store_answers(
                 lambda: self._store.claim_provider_phase(
                     self._owner, lease_s=self._settings.lease_s
                 ),
                 what="claiming a provider phase",
             )
-            if batch_id is None:
+            if job_id is None:
                 self.wake = anyio.Event()
                 with anyio.move_on_after(0.5):
                     await self.wake.wait()
                 continue
-            await self._work(batch_id)
+            await self._work(job_id)
 
-    async def _work(self, batch_id: str) -> None:
+    async def _work(self, job_id: str) -> None:
         """Drive one job's phase to its end; a store outage pauses it, then it resumes."""
         while True:
             try:
-                ended = await self._drive(batch_id)
+                ended = await self._drive(job_id)
             except Exception as exc:
                 lost = store_error_in(exc)
                 if lost is None:
-                    await self._failed(batch_id, exc)
+                    await self._failed(job_id, exc)
                     return
-                log.warning("provider phase of %s: %s; resuming once it answers", batch_id, lost)
+                log.warning("provider phase of %s: %s; resuming once it answers", job_id, lost)
                 state = await until_store_answers(
                     lambda: self._store.renew_provider_phase(
-                        self._owner, batch_id, lease_s=self._settings.lease_s
+                        self._owner, job_id, lease_s=self._settings.lease_s
                     ),
                     what="resuming a provider phase",
                 )
                 if state == "held":
                     continue
                 return  # ended meanwhile (the cancel loop ends its batches) or taken over
-            self._failures.pop(batch_id, None)
+            self._failures.pop(job_id, None)
             if self._on_provider is not None:
                 self._on_provider(None)
             if ended:
                 self._on_done()
             return
 
-    async def _failed(self, batch_id: str, exc: Exception) -> None:
-        tries = self._failures[batch_id] = self._failures.get(batch_id, 0) + 1
+    async def _failed(self, job_id: str, exc: Exception) -> None:
+        tries = self._failures[job_id] = self._failures.get(job_id, 0) + 1
         why = f"Batch API: {describe_failure(exc)[:300]}"
-        log.warning("provider phase of %s failed (%d): %s", batch_id, tries, why)
+        log.warning("provider phase of %s failed (%d): %s", job_id, tries, why)
         if self._on_provider is not None:
             self._on_provider(why)
         if tries >= MAX_PHASE_TRIES:
-            self._failures.pop(batch_id, None)
+            self._failures.pop(job_id, None)
             # a failed job's provider batches are cancelled by the cancel loop
             await until_store_answers(
                 lambda: self._store.fail_job(
-                    batch_id, f"{why} (gave up after {tries} tries)", owner=self._owner
+                    job_id, f"{why} (gave up after {tries} tries)", owner=self._owner
                 ),
                 what="recording a failed provider phase",
             )
@@ -249,7 +249,7 @@ class ProviderPhase:
             await until_store_answers(
                 lambda: self._store.end_provider_phase(
                     self._owner,
-                    batch_id,
+                    job_id,
                     done=False,
                     detail=f"{PHASE_UNDERWAY_PREFIX}{why}; retrying",
                 ),
@@ -279,47 +279,45 @@ class ProviderPhase:
                         log.warning("looking for cancelled jobs: %s", exc)
                         break
                     now = time.monotonic()
-                    for batch_id in ended:
-                        if self._cancel_tries.get(batch_id, (0, 0.0))[1] <= now:
-                            group.start_soon(self._cancel_job, batch_id)
+                    for job_id in ended:
+                        if self._cancel_tries.get(job_id, (0, 0.0))[1] <= now:
+                            group.start_soon(self._cancel_job, job_id)
                     if len(ended) < _ENDED_PAGE:
                         break
                     after = ended[-1]
 
-    async def _cancel_job(self, batch_id: str) -> None:
-        """Cancel job ``batch_id``'s open provider batches, keeping what they answered."""
-        if batch_id in self._cancelling:
+    async def _cancel_job(self, job_id: str) -> None:
+        """Cancel job ``job_id``'s open provider batches, keeping what they answered."""
+        if job_id in self._cancelling:
             return
-        self._cancelling.add(batch_id)
+        self._cancelling.add(job_id)
         try:
-            ledger = self._store.provider_ledger(batch_id, self._render)
+            ledger = self._store.provider_ledger(job_id, self._render)
             runner = batch_runner(self._scorer, self._settings, ledger, self._limits)
             cancelled = await runner.cancel()
         except Exception as exc:
-            tries = self._cancel_tries.get(batch_id, (0, 0.0))[0] + 1
-            self._cancel_tries[batch_id] = (tries, time.monotonic() + _retry_delay(tries))
-            log.warning(
-                "cancelling the provider batches of %s: %s", batch_id, describe_failure(exc)
-            )
+            tries = self._cancel_tries.get(job_id, (0, 0.0))[0] + 1
+            self._cancel_tries[job_id] = (tries, time.monotonic() + _retry_delay(tries))
+            log.warning("cancelling the provider batches of %s: %s", job_id, describe_failure(exc))
             return
         finally:
-            self._cancelling.discard(batch_id)
-        self._cancel_tries.pop(batch_id, None)
-        log.info("job %s ended: %d provider batch(es) cancelled", batch_id, cancelled)
+            self._cancelling.discard(job_id)
+        self._cancel_tries.pop(job_id, None)
+        log.info("job %s ended: %d provider batch(es) cancelled", job_id, cancelled)
 
     # ----------------------------------------------------------------- one job
 
-    async def _drive(self, batch_id: str) -> bool:
+    async def _drive(self, job_id: str) -> bool:
         """Stage and run the job's batches; True once its lines may be scored."""
-        self._reused.pop(batch_id, None)  # counted again by this staging, from the store
-        ledger = self._store.provider_ledger(batch_id, self._render)
+        self._reused.pop(job_id, None)  # counted again by this staging, from the store
+        ledger = self._store.provider_ledger(job_id, self._render)
         runner = batch_runner(self._scorer, self._settings, ledger, self._limits)
         held = {"state": "held"}
 
         async def renew() -> None:
             detail = describe_progress(await runner.progress())
             held["state"] = await self._store.renew_provider_phase(
-                self._owner, batch_id, lease_s=self._settings.lease_s, detail=detail
+                self._owner, job_id, lease_s=self._settings.lease_s, detail=detail
             )
 
         async def heartbeat() -> None:  # keeps the lease through staging and long polls
@@ -328,7 +326,7 @@ class ProviderPhase:
                 try:
                     await renew()
                 except StoreUnavailable as exc:  # the phase's own store calls wait it out
-                    log.warning("renewing the provider phase of %s: %s", batch_id, exc)
+                    log.warning("renewing the provider phase of %s: %s", job_id, exc)
 
         async def stop() -> bool:  # after every poll round: a cancel is seen at once
             await renew()
@@ -337,19 +335,19 @@ class ProviderPhase:
         async with anyio.create_task_group() as group:
             group.start_soon(heartbeat)
             await ledger.drop_unsealed()
-            await self._stage(batch_id, ledger, runner)
+            await self._stage(job_id, ledger, runner)
             finished = not await stop() and await runner.run(stop=stop)
             group.cancel_scope.cancel()
         if not finished:
             if held["state"] == "ended":  # cancelled through the API: so are its batches
-                await self._cancel_job(batch_id)
+                await self._cancel_job(job_id)
             return False
         await self._store.end_provider_phase(
-            self._owner, batch_id, done=True, detail=await self._summary(batch_id, ledger)
+            self._owner, job_id, done=True, detail=await self._summary(job_id, ledger)
         )
         return True
 
-    async def _summary(self, batch_id: str, ledger: ProviderLedger) -> str:
+    async def _summary(self, job_id: str, ledger: ProviderLedger) -> str:
         """How the phase went, from the ledger: every process that worked on the job counts,
         and the answers it reuses from the tenant's earlier jobs are counted apart, as reused
         tokens: neither nothing nor paid again."""
@@ -366,7 +364,7 @@ class ProviderPhase:
             summary = f"{summary}, ${cost:,.4f} at batch prices"
         if totals.cached_tokens:
             summary += f"; {totals.cached_tokens:,} of the prompt tokens cached by the provider"
-        answers, prompt, completion = self._reused.pop(batch_id, (0, 0, 0))
+        answers, prompt, completion = self._reused.pop(job_id, (0, 0, 0))
         if answers:
             summary += (
                 f"; {answers:,} answer(s) reused from earlier jobs: {prompt:,} prompt + "
@@ -398,7 +396,7 @@ class ProviderPhase:
                 out.append((key, request_line(key, self._judge.request_body(request))))
         return out
 
-    async def _stage(self, batch_id: str, ledger: ProviderLedger, runner: BatchRunner) -> None:
+    async def _stage(self, job_id: str, ledger: ProviderLedger, runner: BatchRunner) -> None:
         """Record every judge request of the job's unscored lines that has no answer yet."""
         known = await ledger.keys()
         writer = runner.writer()
@@ -406,7 +404,7 @@ class ProviderPhase:
         body_of = self._judge.request_body
         after = -1
         try:
-            while page := await self._store.unscored_requests(batch_id, after=after, limit=_PAGE):
+            while page := await self._store.unscored_requests(job_id, after=after, limit=_PAGE):
                 after = page[-1][0]
                 pairs = [
                     (seq, key, request)
@@ -420,8 +418,8 @@ class ProviderPhase:
                 reused = sorted(settled - known)
                 if reused:
                     prompt, completion = await ledger.reused_tokens(reused)
-                    answers, before_p, before_c = self._reused.get(batch_id, (0, 0, 0))
-                    self._reused[batch_id] = (
+                    answers, before_p, before_c = self._reused.get(job_id, (0, 0, 0))
+                    self._reused[job_id] = (
                         answers + len(reused),
                         before_p + prompt,
                         before_c + completion,
@@ -442,7 +440,7 @@ class ProviderPhase:
             raise
         log.info(
             "job %s: %d judge requests, %d already answered, %d staged",
-            batch_id,
+            job_id,
             stats.requests,
             stats.in_ledger,
             stats.staged,

@@ -48,7 +48,7 @@ class JobRejections:
     """
 
     store: JobReader
-    batch_id: str
+    job_id: str
     total: int
     listed: Sequence[LineRejection] | None = None
 
@@ -66,7 +66,7 @@ class JobRejections:
             return 0
         if self.listed is not None:
             return bisect.bisect_left(self.listed, before, key=lambda r: r.line)
-        return await self.store.count_rejections(self.batch_id, before=before)
+        return await self.store.count_rejections(self.job_id, before=before)
 
     async def page(self, *, after: int, limit: int, skip: int = 0) -> list[LineRejection]:
         """Those numbered above ``after`` in line order, at most ``limit``, ``skip`` passed over."""
@@ -75,7 +75,7 @@ class JobRejections:
         if self.listed is not None:
             first = bisect.bisect_right(self.listed, after, key=lambda r: r.line) + skip
             return list(self.listed[first : first + limit])
-        rows = await self.store.rejections_page(self.batch_id, after=after, limit=limit, skip=skip)
+        rows = await self.store.rejections_page(self.job_id, after=after, limit=limit, skip=skip)
         return [LineRejection.model_validate_json(text) for _line, text in rows]
 
 
@@ -124,7 +124,7 @@ class _Tally:
 
 
 async def _resume_point(
-    store: JobReader, batch_id: str, start: int, total: int, rejections: JobRejections
+    store: JobReader, job_id: str, start: int, total: int, rejections: JobRejections
 ) -> tuple[int, int, int]:
     """Where stream position ``start`` falls: the first accepted seq at or after it, and where
     the rejections resume (those numbered above a line, how many of them to pass over).
@@ -140,7 +140,7 @@ async def _resume_point(
         """(line number of accepted line ``seq``, rejections before it); (0, 0) before any."""
         if seq < 0:
             return 0, 0
-        line = await store.line_number(batch_id, seq)
+        line = await store.line_number(job_id, seq)
         return line, await rejections.count(line)
 
     low, high = 0, total
@@ -157,7 +157,7 @@ async def _resume_point(
 
 async def _merged(
     store: JobReader,
-    batch_id: str,
+    job_id: str,
     rejections: JobRejections,
     *,
     start: int,
@@ -167,11 +167,11 @@ async def _merged(
 ) -> AsyncGenerator[list[bytes], None]:
     """Result lines from stream position ``start``, a page at a time (see ``result_lines``);
     with ``tally``, the rejections it only counts are left out."""
-    seq, after, skip = await _resume_point(store, batch_id, start, total, rejections)
+    seq, after, skip = await _resume_point(store, job_id, start, total, rejections)
     pending = _Pending(rejections, after, skip)
     chunk: list[bytes] = []
     while True:
-        page = await store.results_page(batch_id, start=seq, limit=_PAGE, with_line=True)
+        page = await store.results_page(job_id, start=seq, limit=_PAGE, with_line=True)
         for _seq, state, result, line in page:
             while (rejection := await pending.next_before(line)) is not None:
                 if tally is None or tally.as_row(rejection):
@@ -204,7 +204,7 @@ async def _merged(
 
 async def result_lines(
     store: JobReader,
-    batch_id: str,
+    job_id: str,
     *,
     start: int,
     contiguous: bool,
@@ -219,18 +219,18 @@ async def result_lines(
     never misses a line; otherwise lines without a result (a cancelled batch) are skipped. Each
     page is read in its own short transaction, so a slow client holds no connection.
     """
-    rejections = rejections or JobRejections(store, batch_id, 0)
-    pages = _merged(store, batch_id, rejections, start=start, contiguous=contiguous, total=total)
+    rejections = rejections or JobRejections(store, job_id, 0)
+    pages = _merged(store, job_id, rejections, start=start, contiguous=contiguous, total=total)
     async for chunk in pages:
         yield b"".join(chunk)
 
 
 def _results_in_thread(
-    store: JobReader, batch_id: str, rejections: JobRejections, tally: _Tally
+    store: JobReader, job_id: str, rejections: JobRejections, tally: _Tally
 ) -> Iterator[ItemResult]:
     """Every result so far, the rejected lines ``tally`` keeps as rows included, read page by
     page from a worker thread."""
-    pages = _merged(store, batch_id, rejections, start=0, contiguous=False, total=0, tally=tally)
+    pages = _merged(store, job_id, rejections, start=0, contiguous=False, total=0, tally=tally)
 
     async def next_chunk() -> list[bytes] | None:
         return await anext(pages, None)
@@ -245,7 +245,7 @@ def _results_in_thread(
 
 async def render_report(
     store: JobReader,
-    batch_id: str,
+    job_id: str,
     *,
     fmt: Literal["json", "md", "html"],
     bootstrap: int,
@@ -262,12 +262,12 @@ async def render_report(
     from faithjudge.reports.report import CountedInputErrors, build_report, report_json
     from faithjudge.reports.table import item_table
 
-    every_rejection = rejections or JobRejections(store, batch_id, 0)
+    every_rejection = rejections or JobRejections(store, job_id, 0)
 
     def build() -> str:
         # the HTML lists the first rows only: their quotes are all the table needs to keep
         tally = _Tally(LISTED_PROBLEMS)
-        results = _results_in_thread(store, batch_id, every_rejection, tally)
+        results = _results_in_thread(store, job_id, every_rejection, tally)
         judges, details = JudgeTally(), ItemDetails(LISTED_ITEMS if fmt == "html" else 0)
         items = item_table(details.watch(judges.watch(results)), quote_rows=LISTED_ITEMS)
         counted = CountedInputErrors(tally.counted, frozenset(tally.models))

@@ -64,7 +64,7 @@ WAITING_EVERY_S = 2.0
 status."""
 
 
-def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
+def done_line(job_id: str, seq: int, result: ItemResult) -> DoneLine:
     """The stored form of a result: its JSON and the outcome counts and tokens the status
     sums."""
     statuses: dict[str, int] = {}
@@ -77,7 +77,7 @@ def done_line(batch_id: str, seq: int, result: ItemResult) -> DoneLine:
         stages[result.error.stage] = stages.get(result.error.stage, 0) + 1
     tokens = result.provenance.tokens if result.provenance is not None else None
     return DoneLine(
-        batch_id=batch_id,
+        job_id=job_id,
         seq=seq,
         result=orjson.dumps(result.model_dump(mode="json")),
         is_error=int(result.error is not None),
@@ -225,17 +225,17 @@ class Worker:
                     continue
                 claimed: list[ClaimedLine] = []
                 try:
-                    batch_ids = await self.store.active_job_ids(
+                    job_ids = await self.store.active_job_ids(
                         judges={
                             key: name in self._after_phase
                             for name in self.scorers
                             for key in self._keys_of(name)
                         }
                     )
-                    if batch_ids:
+                    if job_ids:
                         claimed = await self.store.claim(
                             self.owner,
-                            batch_ids=batch_ids,
+                            job_ids=job_ids,
                             limit=min(room, settings.claim_size),
                             lease_s=settings.lease_s,
                         )
@@ -267,13 +267,13 @@ class Worker:
                     # claims ask only for this process's judges: nothing lands here, but were
                     # it to, the line is left to its lease rather than scored by another judge
                     log.error(
-                        "line %d of %s needs a judge not offered here", item.line, item.batch_id
+                        "line %d of %s needs a judge not offered here", item.line, item.job_id
                     )
                     self._held -= 1
                     self._room.set()
                     continue
                 result = await self._score(item)
-                self._done.append(done_line(item.batch_id, item.seq, result))
+                self._done.append(done_line(item.job_id, item.seq, result))
                 self.judge_health.note(self._judge_of(item), result)
                 if self._on_result is not None:
                     self._on_result(result)
@@ -288,8 +288,8 @@ class Worker:
         while True:
             try:
                 with (
-                    JobAnswers.scoring(item.batch_id),
-                    StoreAnswerCache.scoring(item.batch_id, item.seq),
+                    JobAnswers.scoring(item.job_id),
+                    StoreAnswerCache.scoring(item.job_id, item.seq),
                     call_scope(item.tenant),
                 ):
                     limit = self._item_limits.get(name)
@@ -303,11 +303,11 @@ class Worker:
             except Exception as exc:  # a bug must not stall the batch: the line records it
                 lost = store_error_in(exc)
                 if lost is not None:  # the store's fault, not the line's: score it again
-                    log.warning("scoring line %d of %s: %s", item.line, item.batch_id, lost)
+                    log.warning("scoring line %d of %s: %s", item.line, item.job_id, lost)
                     self.failing["scoring lines"] = str(lost)
                     await anyio.sleep(1.0)
                     continue
-                log.exception("scoring line %d of %s failed", item.line, item.batch_id)
+                log.exception("scoring line %d of %s failed", item.line, item.job_id)
                 cause = type(cause_of(exc)).__name__
                 return ItemResult(
                     line=item.line,
@@ -389,11 +389,11 @@ class Worker:
             return
         by_job: dict[str, list[int]] = {}
         for item in claimed:
-            by_job.setdefault(item.batch_id, []).append(item.seq)
+            by_job.setdefault(item.job_id, []).append(item.seq)
         try:
-            for batch_id, seqs in by_job.items():
+            for job_id, seqs in by_job.items():
                 for cache in caches:
-                    await cache.prefetch(batch_id, seqs)
+                    await cache.prefetch(job_id, seqs)
         except Exception as exc:
             # the lines are ours now: scored without those answers (paid again) rather than
             # dropped, which would leave them leased to a process that does not score them

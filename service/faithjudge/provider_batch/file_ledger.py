@@ -200,11 +200,12 @@ class BatchLedger:
     async def set_file(self, part: int, file_id: str) -> None:
         self._conn.execute("UPDATE parts SET file_id = ? WHERE id = ?", (file_id, part))
 
-    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
+    async def set_submitted(self, part: int, provider_batch_id: str, state: str) -> None:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
-            "UPDATE parts SET batch_id = ?, state = ? WHERE id = ?", (batch_id, state, part)
+            "UPDATE parts SET batch_id = ?, state = ? WHERE id = ?",
+            (provider_batch_id, state, part),
         )
         conn.execute(
             "UPDATE requests SET state = 'submitted', tries = tries + 1 "

@@ -47,11 +47,12 @@ from faithjudge.reports.run_coverage import run_coverage
 from faithjudge.reports.table import item_table
 
 __all__ = [
-    "BATCH_PREFIX",
     "CHANGES",
-    "BatchListing",
-    "BatchSummary",
+    "JOB_PREFIX",
+    "OLDER_JOB_PREFIX",
     "Comparison",
+    "JobListing",
+    "JobSummary",
     "Listing",
     "Run",
     "RunFolder",
@@ -59,6 +60,7 @@ __all__ = [
     "Unreadable",
     "compare_items",
     "file_kind",
+    "service_job_id",
 ]
 
 # A first line longer than this is no line of ours (a CoT is at most 100,000 characters).
@@ -117,12 +119,24 @@ class Run:
 
 
 # A run fetched from a service is named so: never a file name of the folder a user would write.
-BATCH_PREFIX = "batch:"
+JOB_PREFIX = "job:"
+# The prefix from when the service called a job a batch: links and bookmarks that use it still
+# open the job.
+OLDER_JOB_PREFIX = "batch:"
+
+
+def service_job_id(name: str) -> str | None:
+    """The job id of the run name ``name`` of a service's job (``job:<id>``, or the older
+    ``batch:<id>``); None for any other name (a file of the folder)."""
+    for prefix in (JOB_PREFIX, OLDER_JOB_PREFIX):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return None
 
 
 @dataclass(frozen=True)
-class BatchSummary:
-    """One batch of a service, as the listing shows it."""
+class JobSummary:
+    """One job of a service, as the listing shows it."""
 
     id: str
     name: str | None
@@ -134,19 +148,19 @@ class BatchSummary:
 
     @property
     def run_name(self) -> str:
-        """The name its run goes by on the viewer's pages (``batch:<id>``)."""
-        return BATCH_PREFIX + self.id
+        """The name its run goes by on the viewer's pages (``job:<id>``)."""
+        return JOB_PREFIX + self.id
 
 
 @dataclass(frozen=True)
-class BatchListing:
-    """The batches of a service, or why they could not be listed (``problem``)."""
+class JobListing:
+    """The jobs of a service, or why they could not be listed (``problem``)."""
 
     url: str
-    batches: list[BatchSummary] = field(default_factory=list)
+    jobs: list[JobSummary] = field(default_factory=list)
     problem: str | None = None
     more: bool = False
-    """More batches than the listing shows (the newest are shown)."""
+    """More jobs than the listing shows (the newest are shown)."""
 
 
 def _first_line(path: Path) -> bytes | None:

@@ -18,8 +18,8 @@ from faithjudge_client.metric_catalogue import labels
 
 from faithjudge.reports.browser import (
     CHANGES,
-    BatchListing,
     Comparison,
+    JobListing,
     Listing,
     Run,
     grades_text,
@@ -88,36 +88,36 @@ def _pick(name: str) -> list[str]:
     ]
 
 
-def _batches(listing: BatchListing) -> tuple[str, bool]:
+def _jobs(listing: JobListing) -> tuple[str, bool]:
     """The service's section of the index, and whether it offers a run to compare."""
-    head = f"<h2>Batches of {_e(listing.url)}</h2>"
+    head = f"<h2>Jobs of {_e(listing.url)}</h2>"
     if listing.problem is not None:
         return head + f'<p class="fail" id="service-problem">{_e(listing.problem)}</p>', False
-    if not listing.batches:
-        return head + "<p>No batch on this service for this API key.</p>", False
+    if not listing.jobs:
+        return head + "<p>No job on this service for this API key.</p>", False
     rows = []
-    for batch in listing.batches:
-        name = _e(batch.run_name)
-        # only a completed batch holds every result: an unfinished one is explored, not compared
-        done = batch.status == "completed"
+    for job in listing.jobs:
+        name = _e(job.run_name)
+        # only a completed job holds every result: an unfinished one is explored, not compared
+        done = job.status == "completed"
         rows.append([
             *(_pick(name) if done else ["", ""]),
-            f'<a class="batch" href="{_e(run_url(batch.run_name))}">{_e(batch.id)}</a>',
-            _e(batch.name or ""),
-            _e(batch.status),
-            _e(batch.judge or ""),
-            str(batch.lines),
-            _when(batch.created),
+            f'<a class="job" href="{_e(run_url(job.run_name))}">{_e(job.id)}</a>',
+            _e(job.name or ""),
+            _e(job.status),
+            _e(job.judge or ""),
+            str(job.lines),
+            _when(job.created),
         ])  # fmt: skip
-    header = ["Baseline", "Candidate", "Batch", "Name", "Status", "Judge", "Lines", "Created"]
-    table = html_table(header, rows, left=6).replace("<table>", '<table id="batches">', 1)
-    more = '<p class="meta">The newest batches are shown.</p>' if listing.more else ""
-    return head + table + more, any(b.status == "completed" for b in listing.batches)
+    header = ["Baseline", "Candidate", "Job", "Name", "Status", "Judge", "Lines", "Created"]
+    table = html_table(header, rows, left=6).replace("<table>", '<table id="jobs">', 1)
+    more = '<p class="meta">The newest jobs are shown.</p>' if listing.more else ""
+    return head + table + more, any(j.status == "completed" for j in listing.jobs)
 
 
-def index_page(folder: str, listing: Listing, batches: BatchListing | None = None) -> str:
+def index_page(folder: str, listing: Listing, jobs: JobListing | None = None) -> str:
     """The runs of ``folder``: one row each, two radio columns to pick a comparison; with
-    ``batches``, a service's batches below them, picked the same way."""
+    ``jobs``, a service's jobs below them, picked the same way."""
     labs = labels()
     rows = []
     for run in listing.runs:
@@ -151,7 +151,7 @@ def index_page(folder: str, listing: Listing, batches: BatchListing | None = Non
         if listing.runs
         else "<p>No results file here (a results file's first line is a result line).</p>"
     )
-    service, comparable = ("", False) if batches is None else _batches(batches)
+    service, comparable = ("", False) if jobs is None else _jobs(jobs)
     if listing.runs or comparable:
         body.append(
             f'<form method="get" action="/compare" id="pick">{runs}{service}'

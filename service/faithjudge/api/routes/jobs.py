@@ -140,9 +140,9 @@ def _limits(state: AppState, tenant: str) -> IngestLimits:
     values.update(state.keys.limits_for(tenant))
     return IngestLimits(
         max_body_bytes=values["max_body_bytes"],
-        max_lines=values["max_batch_lines"],
+        max_lines=values["max_job_lines"],
         max_line_bytes=settings.max_score_body_bytes,
-        max_active_jobs=values["max_active_batches"],
+        max_active_jobs=values["max_active_jobs"],
     )
 
 

@@ -95,23 +95,23 @@ def _upsert(dialect: str, rows: list[dict[str, Any]]) -> Any:
     )
 
 
-def same_tenant(batch_id: str) -> Select[tuple[str]]:
-    """The ids of the jobs of ``batch_id``'s tenant (its own included)."""
-    tenant = select(batches.c.tenant).where(batches.c.id == batch_id).scalar_subquery()
+def same_tenant(job_id: str) -> Select[tuple[str]]:
+    """The ids of the jobs of ``job_id``'s tenant (its own included)."""
+    tenant = select(batches.c.tenant).where(batches.c.id == job_id).scalar_subquery()
     return select(batches.c.id).where(batches.c.tenant == tenant)
 
 
 class JobLedger:
-    """The ledger of job ``batch_id`` (``ProviderLedger``; ``PartStaging`` for its writer)."""
+    """The ledger of job ``job_id`` (``ProviderLedger``; ``PartStaging`` for its writer)."""
 
     def __init__(
-        self, writer: AsyncEngine, reader: AsyncEngine, batch_id: str, render: Render
+        self, writer: AsyncEngine, reader: AsyncEngine, job_id: str, render: Render
     ) -> None:
         self._writer = writer
         self._reader = reader
         self._render = render
-        self.batch_id = batch_id
-        self.ledger_id = batch_id
+        self.job_id = job_id
+        self.ledger_id = job_id
 
     # ----------------------------------------------------------------- staging
 
@@ -119,7 +119,7 @@ class JobLedger:
     async def drop_unsealed(self) -> None:
         """Forget the part a process died writing (its requests are staged again)."""
         parts = provider_parts.c
-        await self._drop(select(parts.id).where(parts.batch_id == self.batch_id, parts.sealed == 0))
+        await self._drop(select(parts.id).where(parts.batch_id == self.job_id, parts.sealed == 0))
 
     @shielded
     async def drop_parts(self, parts: Collection[int]) -> None:
@@ -128,7 +128,7 @@ class JobLedger:
     async def _drop(self, part_ids: Any) -> None:
         """Delete unsent parts: new requests go; a retry staged there waits for the next part."""
         requests = provider_requests.c
-        mine = [requests.batch_id == self.batch_id, requests.part.in_(part_ids)]
+        mine = [requests.batch_id == self.job_id, requests.part.in_(part_ids)]
         async with self._writer.begin() as conn:
             await conn.execute(delete(provider_requests).where(*mine, requests.tries == 0))
             await conn.execute(update(provider_requests).where(*mine).values(state="retry"))
@@ -137,7 +137,7 @@ class JobLedger:
     @shielded
     async def keys(self) -> set[str]:
         """Every request this job's phase already holds (staged, sent, answered or failed)."""
-        query = select(provider_requests.c.key).where(provider_requests.c.batch_id == self.batch_id)
+        query = select(provider_requests.c.key).where(provider_requests.c.batch_id == self.job_id)
         async with self._reader.connect() as conn:
             return set((await conn.execute(query)).scalars())
 
@@ -150,7 +150,7 @@ class JobLedger:
         """
         requests = provider_requests.c
         found: set[str] = set()
-        tenant_jobs = same_tenant(self.batch_id)
+        tenant_jobs = same_tenant(self.job_id)
         async with self._reader.connect() as conn:
             for start in range(0, len(keys), ROWS_PER_WRITE):
                 chunk = keys[start : start + ROWS_PER_WRITE]
@@ -168,7 +168,7 @@ class JobLedger:
         ``keys``, one answer a key: what this job reuses instead of paying again."""
         requests = provider_requests.c
         usage: dict[str, tuple[int, int]] = {}
-        tenant_jobs = same_tenant(self.batch_id)
+        tenant_jobs = same_tenant(self.job_id)
         async with self._reader.connect() as conn:
             for start in range(0, len(keys), ROWS_PER_WRITE):
                 query = select(requests.key, requests.answer).where(
@@ -189,7 +189,7 @@ class JobLedger:
             return
         rows = [
             {
-                "batch_id": self.batch_id,
+                "batch_id": self.job_id,
                 "key": key,
                 "state": "answered",
                 "answer": answer_to_json(response),
@@ -208,14 +208,14 @@ class JobLedger:
     async def new_part(self) -> int:
         async with self._writer.begin() as conn:
             result = await conn.execute(
-                insert(provider_parts).values(batch_id=self.batch_id).returning(provider_parts.c.id)
+                insert(provider_parts).values(batch_id=self.job_id).returning(provider_parts.c.id)
             )
             return int(result.scalar_one())
 
     @shielded
     async def write_requests(self, part: int, rows: Sequence[tuple[str, int | None]]) -> None:
         values = [
-            {"batch_id": self.batch_id, "key": key, "part": part, "state": "staged", "seq": seq}
+            {"batch_id": self.job_id, "key": key, "part": part, "state": "staged", "seq": seq}
             for key, seq in rows
         ]
         async with self._writer.begin() as conn:
@@ -247,7 +247,7 @@ class JobLedger:
             parts.done,
             parts.completed,
             parts.failed,
-        ).where(parts.batch_id == self.batch_id, parts.sealed == 1)
+        ).where(parts.batch_id == self.job_id, parts.sealed == 1)
         if submitted is not None:
             query = query.where(
                 parts.provider_batch_id.is_not(None)
@@ -271,7 +271,7 @@ class JobLedger:
                     and_(lines.batch_id == requests.batch_id, lines.seq == requests.seq),
                 )
             )
-            .where(requests.batch_id == self.batch_id, *where)
+            .where(requests.batch_id == self.job_id, *where)
             .order_by(requests.seq, requests.key)
         )
 
@@ -294,7 +294,7 @@ class JobLedger:
             async for _key, line in self._rendered(provider_requests.c.part == part["id"]):
                 handle.write(line)
             handle.seek(0)
-            yield f"{self.batch_id}-part-{part['id']:06d}.jsonl", handle
+            yield f"{self.job_id}-part-{part['id']:06d}.jsonl", handle
 
     @shielded
     async def set_file(self, part: int, file_id: str) -> None:
@@ -304,18 +304,18 @@ class JobLedger:
             )
 
     @shielded
-    async def set_submitted(self, part: int, batch_id: str, state: str) -> None:
+    async def set_submitted(self, part: int, provider_batch_id: str, state: str) -> None:
         requests = provider_requests.c
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(provider_parts)
                 .where(provider_parts.c.id == part)
-                .values(provider_batch_id=batch_id, state=state)
+                .values(provider_batch_id=provider_batch_id, state=state)
             )
             await conn.execute(
                 update(provider_requests)
                 .where(
-                    requests.batch_id == self.batch_id,
+                    requests.batch_id == self.job_id,
                     requests.part == part,
                     requests.state == "staged",
                 )
@@ -351,7 +351,7 @@ class JobLedger:
             "error": bindparam("p_error", type_=Text),
         }
         submitted = [
-            requests.batch_id == self.batch_id,
+            requests.batch_id == self.job_id,
             requests.part == part,
             requests.state == "submitted",
         ]
@@ -399,7 +399,7 @@ class JobLedger:
         async with self._writer.begin() as conn:
             result = await conn.execute(
                 delete(provider_requests).where(
-                    requests.batch_id == self.batch_id,
+                    requests.batch_id == self.job_id,
                     requests.part == part,
                     requests.state.in_(("staged", "submitted")),
                 )
@@ -422,7 +422,7 @@ class JobLedger:
         requests = provider_requests.c
         query = (
             select(requests.state, func.count())
-            .where(requests.batch_id == self.batch_id)
+            .where(requests.batch_id == self.job_id)
             .group_by(requests.state)
         )
         async with self._reader.connect() as conn:
@@ -438,7 +438,7 @@ class JobLedger:
             func.coalesce(func.sum(parts.prompt_tokens), 0),
             func.coalesce(func.sum(parts.completion_tokens), 0),
             func.coalesce(func.sum(parts.cached_tokens), 0),
-        ).where(parts.batch_id == self.batch_id)
+        ).where(parts.batch_id == self.job_id)
         async with self._reader.connect() as conn:
             files, created, prompt, completion, cached = (await conn.execute(query)).one()
         return LedgerTotals(int(files), int(created), int(prompt), int(completion), int(cached))

@@ -233,9 +233,9 @@ class SqlJobStore:
         """
         self._check_file()
         now = time.time()
-        batch_id = new_job_id()
+        job_id = new_job_id()
         values: dict[str, Any] = {
-            "id": batch_id,
+            "id": job_id,
             "tenant": tenant,
             "name": name,
             "status": "ingesting",
@@ -252,37 +252,37 @@ class SqlJobStore:
                 await conn.execute(insert(batches).values(values))
         except IntegrityError as exc:
             raise IdempotencyConflict(idempotency_key) from exc
-        row = await self.get_job(tenant, batch_id)
+        row = await self.get_job(tenant, job_id)
         assert row is not None
         return row
 
     @_shielded
-    async def add_lines(self, batch_id: str, rows: Sequence[tuple[int, int, str]]) -> None:
+    async def add_lines(self, job_id: str, rows: Sequence[tuple[int, int, str]]) -> None:
         """Persist accepted lines ``(seq, line, raw_json)`` in one transaction."""
         if not rows:
             return
-        params = [{"batch_id": batch_id, "seq": s, "line": n, "request": raw} for s, n, raw in rows]
+        params = [{"batch_id": job_id, "seq": s, "line": n, "request": raw} for s, n, raw in rows]
         async with self._writer.begin() as conn:
             await conn.execute(insert(batch_lines), params)
             await conn.execute(
-                update(batches).where(batches.c.id == batch_id).values(updated_at=time.time())
+                update(batches).where(batches.c.id == job_id).values(updated_at=time.time())
             )
 
     @_shielded
-    async def add_rejections(self, batch_id: str, rows: Sequence[tuple[int, str]]) -> None:
+    async def add_rejections(self, job_id: str, rows: Sequence[tuple[int, str]]) -> None:
         """Persist rejected lines ``(line, LineRejection JSON)`` in one transaction."""
         if not rows:
             return
-        params = [{"batch_id": batch_id, "line": n, "rejection": r} for n, r in rows]
+        params = [{"batch_id": job_id, "line": n, "rejection": r} for n, r in rows]
         async with self._writer.begin() as conn:
             await conn.execute(insert(batch_rejections), params)
             await conn.execute(
-                update(batches).where(batches.c.id == batch_id).values(updated_at=time.time())
+                update(batches).where(batches.c.id == job_id).values(updated_at=time.time())
             )
 
     @_shielded
     async def rejections_page(
-        self, batch_id: str, *, after: int, limit: int, skip: int = 0
+        self, job_id: str, *, after: int, limit: int, skip: int = 0
     ) -> list[tuple[int, str]]:
         """``(line, LineRejection JSON)`` of rejected lines numbered above ``after``, in line
         order: at most ``limit``, the first ``skip`` passed over. Keyed on the primary key, so a
@@ -290,7 +290,7 @@ class SqlJobStore:
         kept = batch_rejections.c
         query = (
             select(kept.line, kept.rejection)
-            .where(kept.batch_id == batch_id, kept.line > after)
+            .where(kept.batch_id == job_id, kept.line > after)
             .order_by(kept.line)
             .offset(skip)
             .limit(limit)
@@ -299,10 +299,10 @@ class SqlJobStore:
             return [(int(line), text) for line, text in await conn.execute(query)]
 
     @_shielded
-    async def count_rejections(self, batch_id: str, *, before: int | None = None) -> int:
+    async def count_rejections(self, job_id: str, *, before: int | None = None) -> int:
         """How many rejected lines the batch keeps (numbered below ``before``, when given)."""
         kept = batch_rejections.c
-        query = select(func.count()).select_from(batch_rejections).where(kept.batch_id == batch_id)
+        query = select(func.count()).select_from(batch_rejections).where(kept.batch_id == job_id)
         if before is not None:
             query = query.where(kept.line < before)
         async with self._reader.connect() as conn:
@@ -311,7 +311,7 @@ class SqlJobStore:
     @_shielded
     async def finish_ingest(
         self,
-        batch_id: str,
+        job_id: str,
         *,
         total: int,
         rejections: list[dict[str, Any]],
@@ -325,7 +325,7 @@ class SqlJobStore:
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(batches)
-                .where(batches.c.id == batch_id)
+                .where(batches.c.id == job_id)
                 .values(
                     status="queued",
                     total=total,
@@ -337,18 +337,16 @@ class SqlJobStore:
                 )
             )
             found = (
-                (await conn.execute(select(batches).where(batches.c.id == batch_id)))
-                .mappings()
-                .one()
+                (await conn.execute(select(batches).where(batches.c.id == job_id))).mappings().one()
             )
         return _row(found)
 
     @_shielded
-    async def discard_job(self, batch_id: str) -> None:
+    async def discard_job(self, job_id: str) -> None:
         """Remove a batch whose upload failed (it was never acknowledged)."""
         async with self._writer.begin() as conn:
-            await conn.execute(delete(batch_lines).where(batch_lines.c.batch_id == batch_id))
-            await conn.execute(delete(batches).where(batches.c.id == batch_id))
+            await conn.execute(delete(batch_lines).where(batch_lines.c.batch_id == job_id))
+            await conn.execute(delete(batches).where(batches.c.id == job_id))
 
     @_shielded
     async def find_by_idempotency_key(self, tenant: str, key: str) -> JobRow | None:
@@ -382,13 +380,13 @@ class SqlJobStore:
     # ------------------------------------------------------------------ reading
 
     @_shielded
-    async def get_job(self, tenant: str, batch_id: str) -> JobRow | None:
+    async def get_job(self, tenant: str, job_id: str) -> JobRow | None:
         """The batch if it exists, belongs to ``tenant`` and finished uploading."""
         async with self._reader.connect() as conn:
             found = (
                 (
                     await conn.execute(
-                        select(batches).where(batches.c.id == batch_id, batches.c.tenant == tenant)
+                        select(batches).where(batches.c.id == job_id, batches.c.tenant == tenant)
                     )
                 )
                 .mappings()
@@ -397,7 +395,7 @@ class SqlJobStore:
         return _row(found) if found is not None else None
 
     @_shielded
-    async def line_counts(self, batch_id: str) -> LineCounts:
+    async def line_counts(self, job_id: str) -> LineCounts:
         lines = batch_lines.c
         now = time.time()
         columns = [
@@ -410,7 +408,7 @@ class SqlJobStore:
             *(func.sum(lines[c]) for c in STAGE_COLUMNS.values()),
         ]
         async with self._reader.connect() as conn:
-            row = (await conn.execute(select(*columns).where(lines.batch_id == batch_id))).one()
+            row = (await conn.execute(select(*columns).where(lines.batch_id == job_id))).one()
         done, errors, recent, first = row[0], row[1], row[2], row[3]
         values = [int(v or 0) for v in row[4:]]
         tokens, values = values[: len(TOKEN_COLUMNS)], values[len(TOKEN_COLUMNS) :]
@@ -446,7 +444,7 @@ class SqlJobStore:
 
     @_shielded
     async def results_page(
-        self, batch_id: str, *, start: int, limit: int, with_line: bool = False
+        self, job_id: str, *, start: int, limit: int, with_line: bool = False
     ) -> list[Any]:
         """``(seq, state, result)`` of lines ``seq >= start`` in order, at most ``limit``; with
         ``with_line``, ``(seq, state, result, line)``."""
@@ -454,7 +452,7 @@ class SqlJobStore:
         columns = [lines.seq, lines.state, lines.result] + ([lines.line] if with_line else [])
         query = (
             select(*columns)
-            .where(lines.batch_id == batch_id, lines.seq >= start)
+            .where(lines.batch_id == job_id, lines.seq >= start)
             .order_by(lines.seq)
             .limit(limit)
         )
@@ -462,15 +460,15 @@ class SqlJobStore:
             return [tuple(r) for r in await conn.execute(query)]
 
     @_shielded
-    async def line_number(self, batch_id: str, seq: int) -> int:
+    async def line_number(self, job_id: str, seq: int) -> int:
         """The upload line number of accepted line ``seq``."""
         query = select(batch_lines.c.line).where(
-            batch_lines.c.batch_id == batch_id, batch_lines.c.seq == seq
+            batch_lines.c.batch_id == job_id, batch_lines.c.seq == seq
         )
         async with self._reader.connect() as conn:
             line = await conn.scalar(query)
         if line is None:
-            raise LookupError(f"batch {batch_id} has no line {seq}")
+            raise LookupError(f"job {job_id} has no line {seq}")
         return int(line)
 
     @_shielded
@@ -487,13 +485,13 @@ class SqlJobStore:
     # ------------------------------------------------------------------ control
 
     @_shielded
-    async def cancel(self, tenant: str, batch_id: str) -> JobRow | None:
+    async def cancel(self, tenant: str, job_id: str) -> JobRow | None:
         now = time.time()
         async with self._writer.begin() as conn:
             cancelled = await conn.execute(
                 update(batches)
                 .where(
-                    batches.c.id == batch_id,
+                    batches.c.id == job_id,
                     batches.c.tenant == tenant,
                     batches.c.status.in_(ACTIVE_STATES),
                 )
@@ -504,14 +502,14 @@ class SqlJobStore:
                 # final, and the counts stop where it found them
                 await conn.execute(
                     update(batch_lines)
-                    .where(batch_lines.c.batch_id == batch_id, batch_lines.c.state == LEASED)
+                    .where(batch_lines.c.batch_id == job_id, batch_lines.c.state == LEASED)
                     .values(state=PENDING, owner=None, lease_until=None)
                 )
-        return await self.get_job(tenant, batch_id)
+        return await self.get_job(tenant, job_id)
 
     @_shielded
     async def retry_transport_failures(
-        self, tenant: str, batch_id: str, *, max_active: int | None = None
+        self, tenant: str, job_id: str, *, max_active: int | None = None
     ) -> int | None:
         """Queue a completed batch's ``transport`` failures again (``JobStore``'s contract)."""
         self._check_file()
@@ -527,7 +525,7 @@ class SqlJobStore:
             found = (
                 await conn.execute(
                     select(batches.c.status, batches.c.provider_done_at)
-                    .where(batches.c.id == batch_id, batches.c.tenant == tenant)
+                    .where(batches.c.id == job_id, batches.c.tenant == tenant)
                     .with_for_update()
                 )
             ).first()
@@ -537,7 +535,7 @@ class SqlJobStore:
                 await conn.execute(
                     update(batch_lines)
                     .where(
-                        lines.batch_id == batch_id,
+                        lines.batch_id == job_id,
                         lines.state == DONE,
                         lines[STAGE_COLUMNS["transport"]] > 0,
                     )
@@ -558,11 +556,11 @@ class SqlJobStore:
                 values["provider_done_at"] = None
                 await conn.execute(
                     delete(provider_requests).where(
-                        provider_requests.c.batch_id == batch_id,
+                        provider_requests.c.batch_id == job_id,
                         provider_requests.c.state == "failed",
                     )
                 )
-            await conn.execute(update(batches).where(batches.c.id == batch_id).values(values))
+            await conn.execute(update(batches).where(batches.c.id == job_id).values(values))
         return int(requeued)
 
     # ------------------------------------------------------------------ workers
@@ -622,13 +620,13 @@ class SqlJobStore:
 
     @_shielded
     async def claim(
-        self, owner: str, *, batch_ids: Iterable[str], limit: int, lease_s: float
+        self, owner: str, *, job_ids: Iterable[str], limit: int, lease_s: float
     ) -> list[ClaimedLine]:
         """Lease up to ``limit`` lines that are pending or whose lease ran out, oldest first."""
         self._check_file()
         claimed: list[ClaimedLine] = []
         lines = batch_lines.c
-        for batch_id in batch_ids:
+        for job_id in job_ids:
             want = limit - len(claimed)
             if want <= 0:
                 break
@@ -636,7 +634,7 @@ class SqlJobStore:
             todo = (
                 select(lines.seq)
                 .where(
-                    lines.batch_id == batch_id,
+                    lines.batch_id == job_id,
                     or_(
                         lines.state == PENDING,
                         and_(lines.state == LEASED, lines.lease_until < now),
@@ -655,7 +653,7 @@ class SqlJobStore:
                             batches.c.judge_key,
                             batches.c.detail,
                             batches.c.tenant,
-                        ).where(batches.c.id == batch_id)
+                        ).where(batches.c.id == job_id)
                     )
                 ).first()
                 if found is None or found[0] not in ACTIVE_STATES:
@@ -669,7 +667,7 @@ class SqlJobStore:
                     rows = (
                         await conn.execute(
                             update(batch_lines)
-                            .where(lines.batch_id == batch_id, lines.seq.in_(seqs))
+                            .where(lines.batch_id == job_id, lines.seq.in_(seqs))
                             .values(state=LEASED, owner=owner, lease_until=now + lease_s)
                             .returning(lines.seq, lines.line, lines.request)
                         )
@@ -678,21 +676,21 @@ class SqlJobStore:
                     # a worker offering the job's judge has it now
                     await conn.execute(
                         update(batches)
-                        .where(batches.c.id == batch_id, batches.c.detail == detail)
+                        .where(batches.c.id == job_id, batches.c.detail == detail)
                         .values(detail=None, updated_at=now)
                     )
                 if rows and active == "queued":
                     await conn.execute(
                         update(batches)
-                        .where(batches.c.id == batch_id, batches.c.status == "queued")
+                        .where(batches.c.id == job_id, batches.c.status == "queued")
                         .values(
                             status="running",
                             started_at=func.coalesce(batches.c.started_at, now),
                             updated_at=now,
                         )
                     )
-            claimed.extend(ClaimedLine(batch_id, r[0], r[1], r[2], judge_key, tenant) for r in rows)
-        claimed.sort(key=lambda c: (c.batch_id, c.seq))
+            claimed.extend(ClaimedLine(job_id, r[0], r[1], r[2], judge_key, tenant) for r in rows)
+        claimed.sort(key=lambda c: (c.job_id, c.seq))
         return claimed
 
     @_shielded
@@ -752,7 +750,7 @@ class SqlJobStore:
         params = []
         for item in done:
             row = {
-                "p_batch": item.batch_id,
+                "p_batch": item.job_id,
                 "p_seq": item.seq,
                 "p_result": item.result.decode(),
                 "p_is_error": item.is_error,
@@ -764,14 +762,14 @@ class SqlJobStore:
             for column in TOKEN_COLUMNS:
                 row[f"p_{column}"] = getattr(item.tokens, column)
             params.append(row)
-        touched = sorted({item.batch_id for item in done})
+        touched = sorted({item.job_id for item in done})
         async with self._writer.begin() as conn:
             await conn.execute(statement, params)
-            for batch_id in touched:
-                left = exists().where(lines.batch_id == batch_id, lines.state != DONE)
+            for job_id in touched:
+                left = exists().where(lines.batch_id == job_id, lines.state != DONE)
                 await conn.execute(
                     update(batches)
-                    .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES))
+                    .where(batches.c.id == job_id, batches.c.status.in_(ACTIVE_STATES))
                     .values(
                         status=case((left, batches.c.status), else_="completed"),
                         finished_at=case((left, None), else_=now),
@@ -804,14 +802,14 @@ class SqlJobStore:
             return [_row(r) for r in (await conn.execute(query)).mappings()]
 
     @_shielded
-    async def note_waiting(self, batch_id: str, detail: str) -> None:
+    async def note_waiting(self, job_id: str, detail: str) -> None:
         """Say in the job's status why it waits; a detail another part wrote (the provider
         phase's summary, or the progress of a phase some process holds) is kept, and a job
         some worker holds now is left alone."""
         now = time.time()
         lines = batch_lines.c
         working = exists().where(
-            lines.batch_id == batch_id, lines.state == LEASED, lines.lease_until >= now
+            lines.batch_id == job_id, lines.state == LEASED, lines.lease_until >= now
         )
         # the progress of a phase nobody holds any more is old news: the wait replaces it
         stale_phase = and_(
@@ -822,7 +820,7 @@ class SqlJobStore:
             await conn.execute(
                 update(batches)
                 .where(
-                    batches.c.id == batch_id,
+                    batches.c.id == job_id,
                     batches.c.status.in_(ACTIVE_STATES),
                     or_(
                         batches.c.detail.is_(None),
@@ -837,10 +835,10 @@ class SqlJobStore:
 
     # ------------------------------------------------------------------ the provider phase
 
-    def provider_ledger(self, batch_id: str, render: Render) -> JobLedger:
-        """The Batch API ledger of job ``batch_id`` (``faithjudge.provider_batch.ledger.Ledger``);
+    def provider_ledger(self, job_id: str, render: Render) -> JobLedger:
+        """The Batch API ledger of job ``job_id`` (``faithjudge.provider_batch.ledger.Ledger``);
         ``render`` rebuilds request lines from the job's lines."""
-        return JobLedger(self._writer, self._reader, batch_id, render)
+        return JobLedger(self._writer, self._reader, job_id, render)
 
     @_shielded
     async def claim_provider_phase(
@@ -864,12 +862,12 @@ class SqlJobStore:
             .with_for_update(skip_locked=True)
         )
         async with self._writer.begin() as conn:
-            batch_id = await conn.scalar(todo)
-            if batch_id is None:
+            job_id = await conn.scalar(todo)
+            if job_id is None:
                 return None
             await conn.execute(
                 update(batches)
-                .where(batches.c.id == batch_id)
+                .where(batches.c.id == job_id)
                 .values(
                     provider_owner=owner,
                     provider_lease_until=now + lease_s,
@@ -878,11 +876,11 @@ class SqlJobStore:
                     updated_at=now,
                 )
             )
-        return str(batch_id)
+        return str(job_id)
 
     @_shielded
     async def renew_provider_phase(
-        self, owner: str, batch_id: str, *, lease_s: float, detail: str | None = None
+        self, owner: str, job_id: str, *, lease_s: float, detail: str | None = None
     ) -> str:
         """Extend the lease: ``held``; ``ended`` when the job is no longer active (cancelled);
         ``taken`` when another process holds the phase now."""
@@ -893,7 +891,7 @@ class SqlJobStore:
             result = await conn.execute(
                 update(batches)
                 .where(
-                    batches.c.id == batch_id,
+                    batches.c.id == job_id,
                     batches.c.provider_owner == owner,
                     batches.c.status.in_(ACTIVE_STATES),
                 )
@@ -901,12 +899,12 @@ class SqlJobStore:
             )
             if result.rowcount:
                 return "held"
-            status = await conn.scalar(select(batches.c.status).where(batches.c.id == batch_id))
+            status = await conn.scalar(select(batches.c.status).where(batches.c.id == job_id))
         return "taken" if status in ACTIVE_STATES else "ended"
 
     @_shielded
     async def end_provider_phase(
-        self, owner: str, batch_id: str, *, done: bool, detail: str | None = None
+        self, owner: str, job_id: str, *, done: bool, detail: str | None = None
     ) -> None:
         """Give the phase back: ``done`` lets the workers score the lines, else it is retried.
 
@@ -924,12 +922,12 @@ class SqlJobStore:
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(batches)
-                .where(batches.c.id == batch_id, batches.c.provider_owner == owner)
+                .where(batches.c.id == job_id, batches.c.provider_owner == owner)
                 .values(values)
             )
 
     @_shielded
-    async def fail_job(self, batch_id: str, detail: str, *, owner: str | None = None) -> None:
+    async def fail_job(self, job_id: str, detail: str, *, owner: str | None = None) -> None:
         """End an active job as ``failed`` with the reason, keeping what was scored; with
         ``owner``, only while that process still holds the job's provider phase."""
         now = time.time()
@@ -937,7 +935,7 @@ class SqlJobStore:
         async with self._writer.begin() as conn:
             await conn.execute(
                 update(batches)
-                .where(batches.c.id == batch_id, batches.c.status.in_(ACTIVE_STATES), held)
+                .where(batches.c.id == job_id, batches.c.status.in_(ACTIVE_STATES), held)
                 .values(
                     status="failed",
                     detail=detail,
@@ -950,13 +948,13 @@ class SqlJobStore:
 
     @_shielded
     async def unscored_requests(
-        self, batch_id: str, *, after: int, limit: int
+        self, job_id: str, *, after: int, limit: int
     ) -> list[tuple[int, int, str]]:
         """``(seq, line, request)`` of lines not yet scored with ``seq > after``, in order."""
         lines = batch_lines.c
         query = (
             select(lines.seq, lines.line, lines.request)
-            .where(lines.batch_id == batch_id, lines.seq > after, lines.state != DONE)
+            .where(lines.batch_id == job_id, lines.seq > after, lines.state != DONE)
             .order_by(lines.seq)
             .limit(limit)
         )
@@ -964,27 +962,27 @@ class SqlJobStore:
             return [(int(s), int(n), str(r)) for s, n, r in await conn.execute(query)]
 
     @_shielded
-    async def answer_of(self, key: str, *, batch_id: str | None = None) -> JudgeResponse | None:
+    async def answer_of(self, key: str, *, job_id: str | None = None) -> JudgeResponse | None:
         """The provider phase's answer to the judge request ``key``: from any job of
-        ``batch_id``'s tenant (answers are not shared across tenants), or of any job."""
+        ``job_id``'s tenant (answers are not shared across tenants), or of any job."""
         requests = provider_requests.c
         query = (
             select(requests.answer)
             .where(requests.key == key, requests.state == "answered")
             .limit(1)
         )
-        if batch_id is not None:
-            query = query.where(requests.batch_id.in_(same_tenant(batch_id)))
+        if job_id is not None:
+            query = query.where(requests.batch_id.in_(same_tenant(job_id)))
         async with self._reader.connect() as conn:
             text_ = await conn.scalar(query)
         return answer_from_json(text_) if text_ is not None else None
 
     @_shielded
     async def failure_of(
-        self, key: str, *, batch_id: str | None = None
+        self, key: str, *, job_id: str | None = None
     ) -> tuple[int, int | None, str] | None:
         """(tries, status, message) of the request ``key`` that failed for good: in job
-        ``batch_id`` only (a failure belongs to the job that met it), or in any job."""
+        ``job_id`` only (a failure belongs to the job that met it), or in any job."""
         requests = provider_requests.c
         query = (
             select(requests.tries, requests.status, requests.error)
@@ -992,8 +990,8 @@ class SqlJobStore:
             .order_by(requests.tries.desc())
             .limit(1)
         )
-        if batch_id is not None:
-            query = query.where(requests.batch_id == batch_id)
+        if job_id is not None:
+            query = query.where(requests.batch_id == job_id)
         async with self._reader.connect() as conn:
             row = (await conn.execute(query)).first()
         if row is None:
@@ -1039,7 +1037,7 @@ class SqlJobStore:
         rows = [
             {
                 "key": kept.key,
-                "batch_id": kept.batch_id,
+                "batch_id": kept.job_id,
                 "seq": kept.seq,
                 "text": kept.response.text,
                 "model": kept.response.model,
@@ -1062,9 +1060,9 @@ class SqlJobStore:
 
     @_shielded
     async def answers_of_lines(
-        self, batch_id: str, seqs: Collection[int]
+        self, job_id: str, seqs: Collection[int]
     ) -> list[tuple[str, JudgeResponse]]:
-        """(key, answer) of the answers kept while lines ``seqs`` of ``batch_id`` were scored."""
+        """(key, answer) of the answers kept while lines ``seqs`` of ``job_id`` were scored."""
         if not seqs:
             return []
         kept = judge_answers.c
@@ -1085,7 +1083,7 @@ class SqlJobStore:
             # a claim may hold thousands of lines: bound the parameters of one statement
             for start in range(0, len(wanted), _SEQS_PER_QUERY):
                 chunk = wanted[start : start + _SEQS_PER_QUERY]
-                query = select(*columns).where(kept.batch_id == batch_id, kept.seq.in_(chunk))
+                query = select(*columns).where(kept.batch_id == job_id, kept.seq.in_(chunk))
                 rows.extend((await conn.execute(query)).all())
         return [
             (

@@ -1,4 +1,4 @@
-"""The batch API end to end on the offline judge, on SQLite and on PostgreSQL."""
+"""The jobs API end to end on the offline judge, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ async def submit(client: httpx.AsyncClient, lines: list[bytes], **kwargs: object
     return await client.post("/v1/jobs", content=b"\n".join(lines) + b"\n", **kwargs)  # type: ignore[arg-type]
 
 
-async def test_batch_is_scored_and_results_come_back_in_line_order(
+async def test_a_job_is_scored_and_results_come_back_in_line_order(
     store_backend: Backend, tmp_path: Path
 ) -> None:
     lines = demo_lines(60)
@@ -130,7 +130,7 @@ async def test_multipart_upload_and_idempotency(store_backend: Backend, tmp_path
     async with running_app(settings_for(store_backend, tmp_path)) as (_, client):
         first = await client.post(
             "/v1/jobs",
-            files={"file": ("batch.jsonl", body, "application/x-ndjson")},
+            files={"file": ("job.jsonl", body, "application/x-ndjson")},
             data={"note": "ignored"},
             headers={"Idempotency-Key": "run-42"},
         )
@@ -167,7 +167,7 @@ async def test_wrong_content_type_and_oversized_bodies(
         store_backend,
         tmp_path,
         max_body_bytes=20_000,
-        max_batch_lines=30,
+        max_job_lines=30,
         max_score_body_bytes=4_096,
     )
     line = demo_lines(1)[0]
@@ -210,10 +210,10 @@ async def test_wrong_content_type_and_oversized_bodies(
         assert len(listing) == 1  # only the accepted upload exists
 
 
-async def test_tenant_limit_on_unfinished_batches_is_429(
+async def test_tenant_limit_on_unfinished_jobs_is_429(
     store_backend: Backend, tmp_path: Path
 ) -> None:
-    settings = settings_for(store_backend, tmp_path, max_active_batches=2, workers=False)
+    settings = settings_for(store_backend, tmp_path, max_active_jobs=2, workers=False)
     async with running_app(settings) as (_, client):
         for _ in range(2):
             assert (await submit(client, demo_lines(2), headers=NDJSON)).status_code == 202
@@ -225,20 +225,20 @@ async def test_tenant_limit_on_unfinished_batches_is_429(
         assert (await submit(client, demo_lines(2), headers=NDJSON)).status_code == 202
 
 
-async def test_a_retry_needs_a_free_batch_slot_like_an_upload(tmp_path: Path) -> None:
+async def test_a_retry_needs_a_free_job_slot_like_an_upload(tmp_path: Path) -> None:
     from faithjudge.jobs.interface import JobStore
     from faithjudge.jobs.worker import done_line
     from faithjudge_client.lines import Failure
 
-    settings = settings_for(Backend("sqlite", {}), tmp_path, max_active_batches=1, workers=False)
+    settings = settings_for(Backend("sqlite", {}), tmp_path, max_active_jobs=1, workers=False)
     async with running_app(settings) as (app, client):
         first = (await submit(client, demo_lines(1), headers=NDJSON)).json()["id"]
         store: JobStore = app.state.faithjudge.store
-        held = await store.claim("test-owner", batch_ids=[first], limit=1, lease_s=60)
+        held = await store.claim("test-owner", job_ids=[first], limit=1, lease_s=60)
         down = ItemResult(line=held[0].line, error=Failure(stage="transport", detail="refused"))
         await store.complete("test-owner", [done_line(first, held[0].seq, down)])
         second = await submit(client, demo_lines(1), headers=NDJSON)
-        assert second.status_code == 202  # the completed batch freed the one slot
+        assert second.status_code == 202  # the completed job freed the one slot
 
         refused = await client.post(f"/v1/jobs/{first}/retry")
         assert refused.status_code == 429, refused.text
@@ -261,32 +261,32 @@ async def test_results_while_running_are_the_done_prefix_and_cancel_keeps_them(
     settings = settings_for(store_backend, tmp_path, workers=False)
     async with running_app(settings) as (app, client):
         accepted = (await submit(client, demo_lines(10), headers=NDJSON)).json()
-        batch_id = accepted["id"]
+        job_id = accepted["id"]
         store: JobStore = app.state.faithjudge.store
         ids = await store.active_job_ids()
-        claimed = await store.claim("test-owner", batch_ids=ids, limit=10, lease_s=60)
+        claimed = await store.claim("test-owner", job_ids=ids, limit=10, lease_s=60)
         # lines 0, 1, 2 and 5 are done; the prefix a client may read is lines 0-2
         finished = [c for c in claimed if c.seq in (0, 1, 2, 5)]
         await store.complete(
             "test-owner",
-            [done_line(c.batch_id, c.seq, input_error_result(c.line, "x")) for c in finished],
+            [done_line(c.job_id, c.seq, input_error_result(c.line, "x")) for c in finished],
         )
-        status = (await client.get(f"/v1/jobs/{batch_id}")).json()
+        status = (await client.get(f"/v1/jobs/{job_id}")).json()
         assert status["status"] == "running" and status["done"] == 4 and status["pending"] == 6
         assert status["failure_stages"] == {"input": 4} and status["counts"]["error"] == 4
-        prefix = (await client.get(f"/v1/jobs/{batch_id}/results")).content.splitlines()
+        prefix = (await client.get(f"/v1/jobs/{job_id}/results")).content.splitlines()
         assert [json.loads(x)["line"] for x in prefix] == [1, 2, 3]
-        resumed = await client.get(f"/v1/jobs/{batch_id}/results", params={"offset": 3})
+        resumed = await client.get(f"/v1/jobs/{job_id}/results", params={"offset": 3})
         assert resumed.content == b""
 
-        cancelled = await client.delete(f"/v1/jobs/{batch_id}")
+        cancelled = await client.delete(f"/v1/jobs/{job_id}")
         assert cancelled.status_code == 200
         assert cancelled.json()["status"] == "cancelled" and cancelled.json()["pending"] == 0
-        after = (await client.get(f"/v1/jobs/{batch_id}/results")).content.splitlines()
+        after = (await client.get(f"/v1/jobs/{job_id}/results")).content.splitlines()
         assert [json.loads(x)["line"] for x in after] == [1, 2, 3, 6]
-        assert await store.claim("other", batch_ids=[batch_id], limit=10, lease_s=1) == []
+        assert await store.claim("other", job_ids=[job_id], limit=10, lease_s=1) == []
         report = await client.get(
-            f"/v1/jobs/{batch_id}/report", params={"format": "json", "bootstrap": 20}
+            f"/v1/jobs/{job_id}/report", params={"format": "json", "bootstrap": 20}
         )
         assert report.status_code == 200
         assert report.json()["summary"]["lines"] == 4
@@ -299,8 +299,8 @@ async def test_events_report_listing_and_configuration(
         ids = []
         for _ in range(3):
             ids.append((await submit(client, demo_lines(6), headers=NDJSON)).json()["id"])
-        for batch_id in ids:
-            await wait_for_status(client, batch_id)
+        for job_id in ids:
+            await wait_for_status(client, job_id)
         events = await client.get(f"/v1/jobs/{ids[0]}/events")
         assert events.headers["content-type"].startswith("text/event-stream")
         blocks = [b for b in events.text.split("\n\n") if b.strip()]
