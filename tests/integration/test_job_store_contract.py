@@ -500,12 +500,12 @@ async def test_a_jobs_ledger_keeps_parts_requests_and_answers(store: JobStore) -
         [("k1", "answered", 200, None, answer), ("k2", "retry", 429, "slow down", None)],
         None,
         1,
-        (5, 2),
+        Usage(5, 2, 3),
     )
-    await ledger.finish_part(parts[1]["id"], [], ("retry", None, "expired"), 6, (0, 0))
+    await ledger.finish_part(parts[1]["id"], [], ("retry", None, "expired"), 6, Usage())
     # k2 used its one try: failed for good; k3 waits for a follow-up part, rebuilt again
     assert await ledger.counts() == {"answered": 1, "failed": 1, "retry": 2}
-    totals = await ledger.totals()  # the prompt-cache part read from the answers collected
+    totals = await ledger.totals()
     assert (totals.prompt_tokens, totals.completion_tokens, totals.cached_tokens) == (5, 2, 3)
     assert [line async for _, line in ledger.retry_lines()] == [
         b'{"custom_id": "k3", "line": 2, "from": {"seq": 1}}\n'

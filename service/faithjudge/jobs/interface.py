@@ -246,7 +246,7 @@ class ProviderLedger(Ledger, Protocol):
 
 
 class JobIntake(Protocol):
-    """An upload: a batch is invisible to workers until ``finish_ingest``."""
+    """An upload: a job is invisible to workers until ``finish_ingest``."""
 
     async def begin_job(
         self,
@@ -257,7 +257,7 @@ class JobIntake(Protocol):
         judge: JobJudge | None = None,
         max_active: int | None = None,
     ) -> JobRow:
-        """A new batch in state ``ingesting``. With ``max_active``, raises ``ActiveJobLimit``
+        """A new job in state ``ingesting``. With ``max_active``, raises ``ActiveJobLimit``
         when the tenant already occupies that many slots: the count and the insert are one
         atomic step, so concurrent uploads never exceed it."""
         ...
@@ -276,7 +276,7 @@ class JobIntake(Protocol):
         body_sha256: str,
         rejected: int | None = None,
     ) -> JobRow:
-        """Queue the batch; its row keeps ``rejections`` (the first ones when ``rejected``, the
+        """Queue the job; its row keeps ``rejections`` (the first ones when ``rejected``, the
         count of them all, is larger)."""
         ...
 
@@ -303,7 +303,7 @@ class JobReader(Protocol):
         self, tenant: str, job_id: str, *, max_active: int | None = None
     ) -> int | None:
         """Queue again the lines of a completed batch whose result holds a ``transport``
-        failure, and the batch with them: how many, or None when the batch is not completed
+        failure, and the job with them: how many, or None when the job is not completed
         (it is still scored, was cancelled or failed). The other lines keep their results.
         With ``max_active``, raises ``ActiveJobLimit`` (and queues nothing) when lines would
         be queued while the tenant already occupies that many slots."""

@@ -1072,7 +1072,7 @@ class MemoryLedger:
         outcomes: list[Outcome],
         leftover: tuple[str, int | None, str] | None,
         max_tries: int,
-        tokens: tuple[int, int],
+        tokens: Usage,
     ) -> None:
         def end(request: _Request, state: str, status: int | None, error: str | None) -> None:
             final = state == "retry" and request.tries >= max_tries  # past the budget
@@ -1094,12 +1094,9 @@ class MemoryLedger:
                 for request in submitted.values():
                     end(request, *leftover)
             found.done = True
-            found.prompt_tokens, found.completion_tokens = tokens
-            # the runner hands over (prompt, completion) only: the prompt-cache part is read
-            # from the same answers it added up
-            found.cached_tokens = sum(
-                answer.usage.cached_tokens for *_, answer in outcomes if answer is not None
-            )
+            found.prompt_tokens = tokens.prompt_tokens
+            found.completion_tokens = tokens.completion_tokens
+            found.cached_tokens = tokens.cached_tokens
 
     async def forget_unfinished(self, part: int) -> int:
         with self._store._locked() as data:

@@ -17,7 +17,7 @@ import orjson
 
 from faithjudge.private_files import open_private, private_dir, private_file
 from faithjudge.provider_batch.ledger import MAX_FILE_BYTES, MAX_FILE_LINES, Outcome, PartLimits
-from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = ["BatchLedger", "PartWriter"]
 
@@ -226,7 +226,7 @@ class BatchLedger:
         outcomes: list[Outcome],
         leftover: tuple[str, int | None, str] | None,
         max_tries: int,
-        tokens: tuple[int, int],
+        tokens: Usage,
     ) -> None:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -239,7 +239,7 @@ class BatchLedger:
                 conn.execute(_FINISH_LEFTOVER, (state, status, error, max_tries, part))
             conn.execute(
                 "UPDATE parts SET done = 1, prompt_tokens = ?, completion_tokens = ? WHERE id = ?",
-                (*tokens, part),
+                (tokens.prompt_tokens, tokens.completion_tokens, part),
             )
         except BaseException:
             conn.execute("ROLLBACK")

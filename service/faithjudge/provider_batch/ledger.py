@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import IO, Any, Protocol
 
 from faithjudge.errors import FaithJudgeError
-from faithjudge.transport.base import JudgeResponse
+from faithjudge.transport.base import JudgeResponse, Usage
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -76,9 +76,10 @@ class Ledger(Protocol):
         outcomes: list[Outcome],
         leftover: tuple[str, int | None, str] | None,
         max_tries: int,
-        tokens: tuple[int, int],
+        tokens: Usage,
     ) -> None:
-        """Record how each request of ``part`` ended; ``leftover`` covers those with no line.
+        """Record how each request of ``part`` ended; ``leftover`` covers those with no line;
+        ``tokens`` is what the part's answers used, their prompt-cache part included.
 
         A retry beyond ``max_tries`` submissions becomes a failure.
         """

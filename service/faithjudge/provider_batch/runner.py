@@ -27,6 +27,7 @@ from faithjudge.provider_batch.ledger import (
     stage_retries,
 )
 from faithjudge.provider_batch.wire import BATCH_ENDPOINT, COMPLETION_WINDOW, outcome_of_line
+from faithjudge.transport.base import Usage
 from faithjudge.transport.cache import ResponseCache
 
 if TYPE_CHECKING:
@@ -228,7 +229,7 @@ class BatchRunner:
 
     async def _collect(self, part: dict[str, Any], batch: Any, *, cancelling: bool = False) -> None:
         outcomes: list[Outcome] = []
-        prompt_tokens = completion_tokens = 0
+        used = Usage()
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
                 continue
@@ -240,9 +241,7 @@ class BatchRunner:
                 if outcome.response is not None:
                     if self._cache is not None:
                         self._cache.put(outcome.key, outcome.response)
-                    prompt_tokens += outcome.response.usage.prompt_tokens
-                    completion_tokens += outcome.response.usage.completion_tokens
-                    self.cached_tokens += outcome.response.usage.cached_tokens
+                    used += outcome.response.usage
                     outcomes.append((outcome.key, "answered", 200, None, outcome.response))
                 else:
                     state = "retry" if outcome.retryable else "failed"
@@ -251,11 +250,11 @@ class BatchRunner:
         if self._cache is not None:
             self._cache.flush()
         self.answered += sum(1 for o in outcomes if o[1] == "answered")
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
-        tokens = (prompt_tokens, completion_tokens)
+        self.prompt_tokens += used.prompt_tokens
+        self.completion_tokens += used.completion_tokens
+        self.cached_tokens += used.cached_tokens
         if cancelling or batch.status == "cancelled":
-            await self._ledger.finish_part(part["id"], outcomes, None, self._max_tries, tokens)
+            await self._ledger.finish_part(part["id"], outcomes, None, self._max_tries, used)
             await self._ledger.forget_unfinished(part["id"])
             return
         if batch.status == "failed":
@@ -267,7 +266,7 @@ class BatchRunner:
             leftover: tuple[str, int | None, str] = ("retry", None, f"batch failed: {why}")
         else:
             leftover = ("retry", None, f"no answer in {batch.status} batch {batch.id}")
-        await self._ledger.finish_part(part["id"], outcomes, leftover, self._max_tries, tokens)
+        await self._ledger.finish_part(part["id"], outcomes, leftover, self._max_tries, used)
 
     async def _lines(self, file_id: str) -> Any:
         async with self._client.files.with_streaming_response.content(file_id) as response:

@@ -338,7 +338,7 @@ class JobLedger:
         outcomes: list[Outcome],
         leftover: tuple[str, int | None, str] | None,
         max_tries: int,
-        tokens: tuple[int, int],
+        tokens: Usage,
     ) -> None:
         requests = provider_requests.c
         state = bindparam("p_state", type_=String)
@@ -370,9 +370,6 @@ class JobLedger:
             }
             for key, outcome, status, error, answer in outcomes
         ]
-        # the runner hands over (prompt, completion) only: the prompt-cache part is read from
-        # the same answers it added up
-        cached = sum(answer.usage.cached_tokens for *_, answer in outcomes if answer is not None)
         async with self._writer.begin() as conn:
             for start in range(0, len(params), ROWS_PER_WRITE):
                 await conn.execute(by_key, params[start : start + ROWS_PER_WRITE])
@@ -387,9 +384,9 @@ class JobLedger:
                 .where(provider_parts.c.id == part)
                 .values(
                     done=1,
-                    prompt_tokens=tokens[0],
-                    completion_tokens=tokens[1],
-                    cached_tokens=cached,
+                    prompt_tokens=tokens.prompt_tokens,
+                    completion_tokens=tokens.completion_tokens,
+                    cached_tokens=tokens.cached_tokens,
                 )
             )
 
